@@ -1,0 +1,38 @@
+"""What a delegate lane provides. A new delegate is one new module in this package."""
+
+from __future__ import annotations
+
+import functools
+
+
+class QuantUnsupported(Exception):
+    """The backend's quantizer has no config for the requested scheme (-> LOWER_ERROR)."""
+
+
+@functools.lru_cache(maxsize=1)
+def registered_runtime_backends() -> tuple[str, ...]:
+    """What the installed ExecuTorch runtime can execute; detected, never assumed."""
+    from executorch.extension.pybindings.portable_lib import _get_registered_backend_names
+
+    return tuple(_get_registered_backend_names())
+
+
+class Backend:
+    name: str = ""
+    runtime_name: str = ""  # the name the delegate registers with the ExecuTorch runtime
+    # Per-cell tolerance in units of the quantized output's scale (see compare.py).
+    quant_tolerance_steps: float = 1.0
+
+    def partitioners(self) -> list:
+        raise NotImplementedError
+
+    def quantizer(self, scheme: str):
+        raise QuantUnsupported(f"{self.name} has no quantizer")
+
+    def contract_violations(self, edge_manager) -> list[str]:
+        """Static checks of the serialized delegate payload against the runtime's argument
+        contract; each string names one violated rule."""
+        return []
+
+    def runtime_available(self) -> bool:
+        return self.runtime_name in registered_runtime_backends()

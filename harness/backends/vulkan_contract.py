@@ -1,0 +1,104 @@
+"""The Vulkan runtime's argument contract for convolution, checked on a serialized VkGraph.
+
+Modelled on ExecuTorch's runtime source (backends/vulkan/runtime/graph/ops/impl/):
+- 2D conv paths (Convolution.cpp add_conv2d_node, Conv2dDW.cpp, Conv2dGemm.cpp, Q8taConv2d.cpp) read
+  stride, padding and dilation through ``utils::make_ivec2`` (runtime/utils/VecUtils.h), which
+  asserts ``ints.size() == 2``; ``calc_out_sizes_hw`` also reads output_padding when transposed.
+- Pointwise 1x1 (Conv2dPW.cpp) and QuantizedConvolution.cpp read ``list->at(1)``: a length-1 list
+  is an out-of-range error there instead of the assert; same cause, different symptom.
+- Conv1d paths read only ``->at(0)``: a length-1 list is legal for conv1d.
+- Further rejections: transposed conv with dilation > 1; input batch > 1; non-constant weights.
+The partitioner checks none of this, so a violation here is what the runtime would abort on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# aten.convolution.default argument positions in the VkGraph OperatorCall (same as the ATen schema).
+IN, WEIGHT, BIAS, STRIDE, PADDING, DILATION, TRANSPOSED, OUTPUT_PADDING, GROUPS = range(9)
+IVEC2_ARGS = {STRIDE: "stride", PADDING: "padding", DILATION: "dilation"}
+
+
+@dataclass(frozen=True)
+class Violation:
+    rule: str
+    op: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"[{self.rule}] {self.op}: {self.detail}"
+
+
+def _value(graph, ref):
+    return graph.values[ref].value
+
+
+def _kind(v) -> str:
+    return type(v).__name__
+
+
+def check_graph(graph) -> list[Violation]:
+    found: list[Violation] = []
+    for op in graph.chain:
+        if "conv" not in op.name:
+            continue
+        if op.name.startswith("aten.convolution"):
+            found += _check_aten_convolution(graph, op)
+        else:
+            found += _check_custom_conv(graph, op)
+    return found
+
+
+def _check_aten_convolution(graph, op) -> list[Violation]:
+    out: list[Violation] = []
+    args = op.args
+    inp = _value(graph, args[IN])
+    weight = _value(graph, args[WEIGHT])
+    rank = len(inp.dims)
+    transposed = bool(getattr(_value(graph, args[TRANSPOSED]), "bool_val", False))
+    lists = {i: _value(graph, args[i]) for i in (STRIDE, PADDING, DILATION, OUTPUT_PADDING)}
+
+    if rank == 4:
+        pointwise = (not transposed and list(weight.dims[2:]) == [1, 1]
+                     and getattr(_value(graph, args[GROUPS]), "int_val", 1) == 1)
+        checked = dict(IVEC2_ARGS)
+        if transposed:
+            checked[OUTPUT_PADDING] = "output_padding"
+        for pos, name in checked.items():
+            v = lists[pos]
+            if _kind(v) != "IntList" or len(v.items) != 2:
+                items = getattr(v, "items", v)
+                symptom = ("Conv2dPW.cpp reads list->at(1): out-of-range error" if pointwise
+                           else "utils::make_ivec2 asserts (ints.size() == 2) is false")
+                out.append(Violation("ivec2", op.name,
+                                     f"{name} IntList {list(items)} has length "
+                                     f"{len(items)}, 2D conv needs 2 ({symptom})"))
+        if inp.dims[0] > 1:
+            out.append(Violation("batch", op.name, f"input batch {inp.dims[0]} > 1 is not supported"))
+    elif rank == 3:
+        for pos, name in IVEC2_ARGS.items():
+            v = lists[pos]
+            if _kind(v) != "IntList" or len(v.items) < 1:
+                out.append(Violation("list-at0", op.name, f"{name} must be a non-empty IntList"))
+    else:
+        out.append(Violation("rank", op.name, f"input rank {rank} is neither conv1d nor conv2d"))
+
+    dilation = getattr(lists[DILATION], "items", [])
+    if transposed and any(d > 1 for d in dilation):
+        out.append(Violation("transposed-dilation", op.name,
+                             f"transposed conv with dilation {list(dilation)} > 1 is not supported"))
+    if getattr(weight, "constant_id", -1) < 0:
+        out.append(Violation("const-weight", op.name, "weight is not a constant tensor"))
+    return out
+
+
+def _check_custom_conv(graph, op) -> list[Violation]:
+    """Quantized / fused conv ops (et_vk.*): every int list a 2D conv reads must have length 2."""
+    tensors = [v for v in (_value(graph, a) for a in op.args) if _kind(v) == "VkTensor"]
+    if not tensors or len(tensors[0].dims) != 4:
+        return []
+    return [Violation("ivec2", op.name, f"int-list argument #{i} {list(v.items)} has length "
+                                        f"{len(v.items)}, 2D conv needs 2")
+            for i, v in ((i, _value(graph, a)) for i, a in enumerate(op.args))
+            if _kind(v) == "IntList" and len(v.items) != 2]

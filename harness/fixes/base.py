@@ -1,0 +1,24 @@
+"""What a fix provides. A fix hooks the pipeline at one of two depths:
+
+- ``transform_passes``: edge-dialect graph passes run by ``to_edge_transform_and_lower`` before
+  partitioning (where an upstream fix would be a pass);
+- ``patch``: a context manager active only while one cell is lowered, for a fix that must act
+  inside the delegate's own graph builder. It must restore everything it touches on exit, so
+  that nothing leaks into the next cell in the same worker.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+
+class Fix:
+    name: str = ""
+    backends: tuple[str, ...] = ()
+    summary: str = ""
+
+    def transform_passes(self) -> list:
+        return []
+
+    def patch(self):
+        return contextlib.nullcontext()

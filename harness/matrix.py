@@ -1,0 +1,89 @@
+"""Rows -> the pass/fail matrix (pandas) -> matrix.csv + matrix.json, and the summaries."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pandas as pd
+
+from .spec import FIELDS
+from .status import ORDER
+
+LEAD = ["case_id", "backend", "fixes", "status", "max_abs_error", "message"]
+STATUS_ORDER = [s.value for s in ORDER]
+
+
+def frame(rows: list[dict]) -> pd.DataFrame:
+    df = pd.DataFrame(rows)
+    if df.empty:
+        return pd.DataFrame(columns=LEAD + list(FIELDS))
+    rest = [c for c in df.columns if c not in LEAD and c not in FIELDS]
+    return df[LEAD + list(FIELDS) + rest].reset_index(drop=True)
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def write(df: pd.DataFrame, out_dir: str | os.PathLike) -> None:
+    out = Path(out_dir)
+    flat = df.copy()
+    for col in flat.columns:  # lists and dicts as JSON text, so the CSV stays one value a cell
+        if flat[col].map(lambda v: isinstance(v, (list, dict, tuple))).any():
+            flat[col] = flat[col].map(lambda v: json.dumps(v) if isinstance(v, (list, dict, tuple)) else v)
+    _atomic_write(out / "matrix.csv", flat.to_csv(index=False))
+    _atomic_write(out / "matrix.json", df.to_json(orient="records", indent=1))
+
+
+def read(path: str | os.PathLike) -> pd.DataFrame:
+    """A run folder's matrix (or a matrix file); ValueError with the reason if unreadable."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "matrix.json"
+    try:
+        df = pd.read_json(path, orient="records", dtype=False)
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{path}: cannot read matrix ({str(e).splitlines()[0]})") from None
+    missing = {"case_id", "backend", "fixes", "status"} - set(df.columns)
+    if missing:
+        raise ValueError(f"{path}: not a convconf matrix (no {', '.join(sorted(missing))} column)")
+    df["fixes"] = df["fixes"].fillna("")
+    return df
+
+
+def status_counts(df: pd.DataFrame) -> pd.DataFrame:
+    """Status counts per (backend, fixes); columns in pipeline order."""
+    lane = df["backend"] + df["fixes"].map(lambda f: f" +{f}" if f else " (stock)")
+    table = pd.crosstab(lane.rename("lane"), df["status"])
+    return table.reindex(columns=[s for s in STATUS_ORDER if s in table.columns])
+
+
+def fix_effects(df: pd.DataFrame) -> pd.DataFrame:
+    """Per fix set: how many cells it changed, and from which stock status to which."""
+    stock = df[df["fixes"] == ""][["case_id", "backend", "status"]]
+    fixed = df[df["fixes"] != ""][["case_id", "backend", "fixes", "status"]]
+    pairs = fixed.merge(stock, on=["case_id", "backend"], suffixes=("_fixed", "_stock"))
+    if pairs.empty:
+        return pd.DataFrame(columns=["fixes", "backend", "from", "to", "cells"])
+    pairs["from"], pairs["to"] = pairs["status_stock"], pairs["status_fixed"]
+    out = (pairs.groupby(["fixes", "backend", "from", "to"]).size().rename("cells").reset_index())
+    return out
+
+
+def fix_summary_lines(df: pd.DataFrame) -> list[str]:
+    effects = fix_effects(df)
+    lines = []
+    for (fixes, backend), group in effects.groupby(["fixes", "backend"]):
+        changed = group[group["from"] != group["to"]]
+        total = int(group["cells"].sum())
+        if changed.empty:
+            lines.append(f"{fixes} on {backend}: no-op here ({total} cells, none changed status)")
+            continue
+        moves = ", ".join(f"{r['from']}->{r['to']} x{r['cells']}" for _, r in changed.iterrows())
+        lines.append(f"{fixes} on {backend}: changed {int(changed['cells'].sum())}/{total} "
+                     f"cells: {moves}")
+    return lines

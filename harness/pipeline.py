@@ -1,0 +1,146 @@
+"""One cell = (case, backend, fix set) through every stage, ending in one matrix row.
+
+Stages up to the static checks are pure functions of the cell and the installed versions, so
+their outcome (including the .pte and the eager references) is cached; execution and comparison
+are redone every time, they are cheap and they are what a runtime change would alter.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+
+import torch
+
+from . import backends, fixes as fix_registry, versions
+from .build import build_module, eager_check, make_inputs
+from .cache import Cache, key as cache_key
+from .compare import compare
+from .execute import RuntimeFailure, run_pte
+from .lower import lower
+from .quantize import output_qparams, quantize
+from .spec import ConvCase
+from .status import Status
+
+METRIC_COLUMNS = ("max_abs_error", "max_rel_error", "mae", "sqnr_db", "max_abs_error_vs_float",
+                  "error_steps", "tolerance", "out_shape", "ref_shape")
+
+
+def base_row(case: ConvCase, backend: str, fix_names: list[str]) -> dict:
+    row = {"case_id": case.case_id, "backend": backend, "fixes": ",".join(fix_names)}
+    row.update(case.to_dict())
+    row.update(padding_spelling=case.padding_spelling, kernel_parity=case.kernel_parity)
+    row.update({c: None for c in METRIC_COLUMNS})
+    row.update(status=None, phase=None, message="", delegated_ops={}, undelegated_ops={},
+               contract_violations=[], pte_size_kb=None, quantize_time_s=None,
+               lower_time_s=None, run_time_s=None, cell_time_s=None, cached=False,
+               executorch_version=versions.stack()["executorch"])
+    return row
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    return f"{type(e).__name__}: {lines[0] if lines else ''}"[:500]
+
+
+def prepare(case: ConvCase, backend_name: str, fix_names: list[str]) -> dict:
+    """Quantize, export, lower, check delegation and contract. -> cache entry."""
+    backend = backends.get(backend_name)
+    entry: dict = {"status": None, "phase": None, "message": ""}
+    module = build_module(case)
+    inputs = make_inputs(case)
+    with torch.no_grad():
+        float_ref = module(*inputs)
+    refs = {"inputs": inputs, "ref": float_ref, "float_ref": None}
+    entry["refs"] = refs
+    program_module = module
+    try:
+        entry["phase"] = "quantize"
+        if case.quant:
+            program_module, entry["quantize_time_s"] = quantize(case, module, inputs, backend)
+            with torch.no_grad():
+                refs["ref"] = program_module(*inputs)
+            refs["float_ref"] = float_ref
+            qparams = output_qparams(program_module)
+            entry["out_scale"] = qparams[0] if qparams else None
+        entry["phase"] = "export"
+        exported = torch.export.export(program_module, inputs)
+        entry["phase"] = "lower"
+        lowered = lower(exported, backend, fix_names)
+    except Exception as e:  # the stage's own error is the finding
+        entry.update(status=Status.LOWER_ERROR.value, message=_first_line(e),
+                     traceback=traceback.format_exc(limit=-8))
+        return entry
+    entry.update(phase="check", pte=lowered.pte, pte_size_kb=round(len(lowered.pte) / 1024, 2),
+                 lower_time_s=round(lowered.lower_time_s, 3),
+                 delegated_ops=lowered.delegated_ops, undelegated_ops=lowered.undelegated_ops)
+    if not lowered.conv_delegated:
+        outside = ", ".join(f"{k} x{v}" for k, v in sorted(lowered.undelegated_ops.items()))
+        entry.update(status=Status.NOT_DELEGATED.value,
+                     message=f"outside the {backend_name} delegate: {outside or 'everything'}")
+        return entry
+    violations = backend.contract_violations(lowered.edge_manager)
+    entry["contract_violations"] = violations
+    if violations:
+        entry.update(status=Status.CONTRACT_VIOLATION.value, message="; ".join(violations))
+    return entry
+
+
+def run_cell(case: ConvCase, backend_name: str, fix_names: list[str],
+             cache: Cache | None = None) -> dict:
+    t0 = time.perf_counter()
+    fix_names = sorted(fix_names)
+    row = base_row(case, backend_name, fix_names)
+    backend = backends.get(backend_name)
+    invalid = eager_check(case)
+    if invalid:
+        row.update(status=Status.INVALID.value, phase="eager", message=invalid)
+        return _done(row, t0)
+
+    k = cache_key(case.case_id, backend_name, fix_names)
+    entry = cache.load(k) if cache else None
+    row["cached"] = entry is not None
+    if entry is None:
+        entry = prepare(case, backend_name, fix_names)
+        if cache:
+            cache.store(k, entry)
+    row.update({n: v for n, v in entry.items() if n in row})
+    if entry["status"]:
+        return _done(row, t0)
+    if not backend.runtime_available():
+        row.update(status=Status.NO_RUNTIME.value, phase="execute",
+                   message=f"{backend.runtime_name} is not registered in the installed runtime")
+        return _done(row, t0)
+
+    refs = entry["refs"]
+    row["phase"] = "execute"
+    try:
+        outputs, row["run_time_s"] = run_pte(entry["pte"], refs["inputs"])
+    except RuntimeFailure as e:
+        row.update(status=Status.CRASH.value, message=f"runtime error: {e}")
+        return _done(row, t0)
+    row["phase"] = "compare"
+    verdict = compare(outputs[0], refs["ref"], float_ref=refs.get("float_ref"),
+                      out_scale=entry.get("out_scale"), steps=backend.quant_tolerance_steps)
+    row.update({c: verdict.metrics.get(c) for c in METRIC_COLUMNS})
+    row.update(status=(Status.PASS if verdict.ok else Status.MISMATCH).value,
+               message=verdict.message)
+    return _done(row, t0)
+
+
+def _done(row: dict, t0: float) -> dict:
+    row["cell_time_s"] = round(time.perf_counter() - t0, 3)
+    return row
+
+
+def crash_row(case: ConvCase, backend_name: str, fix_names: list[str], message: str,
+              cache: Cache | None = None) -> dict:
+    """The row for a cell whose worker died; what was cached before it died is kept."""
+    fix_names = sorted(fix_names)
+    row = base_row(case, backend_name, fix_names)
+    meta = cache.load_meta(cache_key(case.case_id, backend_name, fix_names)) if cache else None
+    if meta:
+        row.update({n: v for n, v in meta.items() if n in row and n not in ("status", "message")})
+    row.update(status=Status.CRASH.value, message=message)
+    return row

@@ -1,0 +1,138 @@
+"""``harness run``: cases x backends x fix sets -> worker pool -> journal -> matrix."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import backends as backend_registry, fixes as fix_registry, journal as journal_mod
+from . import matrix, versions, workers
+from .cache import Cache
+from .spec import ConvCase
+
+
+@dataclass
+class RunConfig:
+    backends: list[str]
+    fixes: list[str]
+    profile: str
+    max_examples: int
+    seed: int
+    case_files: list[str] = field(default_factory=list)
+    timeout: float | None = 300.0
+    jobs: int = 2
+    cache_dir: str | None = None
+
+
+def cells(cases: list[ConvCase], config: RunConfig) -> list[dict]:
+    """Every (case, backend, fix set) cell: stock always, plus the fix set where it applies."""
+    tasks = []
+    for case in cases:
+        for backend in config.backends:
+            fix_sets = [[]]
+            applicable = fix_registry.for_backend(config.fixes, backend)
+            if applicable:
+                fix_sets.append(applicable)
+            for fx in fix_sets:
+                tasks.append({"case": case.to_dict(), "case_id": case.case_id,
+                              "backend": backend, "fixes": ",".join(fx)})
+    return tasks
+
+
+def tag(task: dict) -> str:
+    return f"{task['case_id']}|{task['backend']}|{task['fixes']}"
+
+
+def work(task: dict) -> dict:
+    """Runs in a worker process."""
+    from .pipeline import run_cell
+
+    workers.mark(tag(task))
+    cache = Cache(task["cache_dir"]) if task.get("cache_dir") else None
+    fixes = [f for f in task["fixes"].split(",") if f]
+    return run_cell(ConvCase.from_dict(task["case"]), task["backend"], fixes, cache)
+
+
+def header(config: RunConfig, n_cases: int) -> dict:
+    from .backends.base import registered_runtime_backends
+
+    return {"versions": versions.stack(), "registered_backends": list(registered_runtime_backends()),
+            "python": sys.version.split()[0], "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+            "argv": sys.argv[1:], "cases": n_cases, **config.__dict__}
+
+
+def execute(out_dir: Path, config: RunConfig, cases: list[ConvCase], *,
+            progress: bool = True, done_rows: list[dict] | None = None) -> "matrix.pd.DataFrame":
+    tasks = cells(cases, config)
+    done_rows = done_rows or []
+    done = {journal_mod.cell_key(r) for r in done_rows}
+    todo = [t for t in tasks if (t["case_id"], t["backend"], t["fixes"]) not in done]
+    log_dir = str(out_dir / "logs")
+    cache = Cache(config.cache_dir) if config.cache_dir else None
+    for t in todo:
+        t["cache_dir"] = config.cache_dir
+    journal = journal_mod.Journal(out_dir / "journal.jsonl")
+    rows = {journal_mod.cell_key(r): r for r in done_rows}
+    t0 = time.perf_counter()
+    bar = _progress(len(tasks), len(done_rows), progress)
+    from .pipeline import crash_row
+
+    for task, row, death in workers.run(todo, work, jobs=config.jobs, timeout=config.timeout,
+                                        log_dir=log_dir):
+        if row is None:
+            said = workers.crash_output(log_dir, tag(task))
+            row = crash_row(ConvCase.from_dict(task["case"]), task["backend"],
+                            [f for f in task["fixes"].split(",") if f],
+                            death + (f"; it printed: {said}" if said else ""), cache)
+        journal.append(row)
+        rows[journal_mod.cell_key(row)] = row
+        bar.set_postfix_str(f"{row['status']} {row['backend']}", refresh=False)
+        bar.update(1)
+    bar.close()
+    ordered = [rows[(t["case_id"], t["backend"], t["fixes"])] for t in tasks
+               if (t["case_id"], t["backend"], t["fixes"]) in rows]
+    df = matrix.frame(ordered)
+    matrix.write(df, out_dir)
+    meta = json.loads((out_dir / "run.json").read_text())
+    meta["duration_s"] = round(meta.get("duration_s", 0) + time.perf_counter() - t0, 1)
+    meta["cells"] = len(ordered)
+    (out_dir / "run.json").write_text(json.dumps(meta, indent=1))
+    return df
+
+
+def _progress(total: int, initial: int, enabled: bool):
+    from tqdm import tqdm
+
+    return tqdm(total=total, initial=initial, unit="cell", disable=not enabled, file=sys.stderr,
+                dynamic_ncols=True)
+
+
+def start(out_dir: Path, config: RunConfig, cases: list[ConvCase]) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "cases.json").write_text(json.dumps([c.to_dict() for c in cases], indent=1))
+    (out_dir / "run.json").write_text(json.dumps(header(config, len(cases)), indent=1))
+    for stale in ("journal.jsonl", "matrix.csv", "matrix.json"):
+        (out_dir / stale).unlink(missing_ok=True)
+
+
+def load_run(out_dir: Path) -> tuple[RunConfig, list[ConvCase]]:
+    meta = json.loads((out_dir / "run.json").read_text())
+    keys = RunConfig.__dataclass_fields__
+    config = RunConfig(**{k: v for k, v in meta.items() if k in keys})
+    cases = [ConvCase.from_dict(c) for c in json.loads((out_dir / "cases.json").read_text())]
+    return config, cases
+
+
+def validate_names(backends: list[str], fixes: str | None) -> list[str]:
+    """Raise KeyError naming the first unknown backend or fix."""
+    for b in backends:
+        backend_registry.get(b)
+    return fix_registry.parse(fixes)
+
+
+def default_jobs() -> int:
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)

@@ -1,0 +1,99 @@
+"""Isolated worker processes: a native abort, segfault or hang in one cell is that cell's CRASH.
+
+A pebble ProcessPool replaces a worker that died and keeps the others; each worker pays the
+torch/executorch import once and then serves many cells. Worker stdout/stderr go to one log file
+per worker, with a marker line before each cell, so a crash row can quote what the runtime
+printed as it died (e.g. the Vulkan ``make_ivec2`` assert).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import multiprocessing
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+from pebble import ProcessExpired, ProcessPool
+
+MARK = "@@convconf cell "
+_LOG_DIR: Path | None = None
+
+
+def _init(log_dir: str | None, threads: int) -> None:
+    global _LOG_DIR
+    import logging
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    logging.disable(logging.WARNING)
+    if log_dir:
+        _LOG_DIR = Path(log_dir)
+        _LOG_DIR.mkdir(parents=True, exist_ok=True)
+        fd = os.open(_LOG_DIR / f"worker-{os.getpid()}.log",
+                     os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+    import torch
+
+    torch.set_num_threads(threads)
+    from . import pipeline  # noqa: F401  (pay the heavy imports once per worker)
+
+
+def mark(tag: str) -> None:
+    """Write the cell marker to this worker's log (fd 2 is the log after _init)."""
+    os.write(2, f"\n{MARK}{tag}\n".encode())
+
+
+def crash_output(log_dir: str | None, tag: str, lines: int = 6) -> str:
+    """The last lines a worker printed after starting cell ``tag``."""
+    if not log_dir:
+        return ""
+    for path in Path(log_dir).glob("worker-*.log"):
+        text = path.read_text(errors="replace")
+        at = text.rfind(f"{MARK}{tag}\n")
+        if at >= 0:
+            tail = [ln for ln in text[at:].splitlines()[1:] if ln.strip()
+                    and "cpuinfo_utils" not in ln]
+            return " | ".join(tail[-lines:])
+    return ""
+
+
+def describe_death(error: BaseException, timeout: float | None) -> str:
+    if isinstance(error, ProcessExpired):
+        code = error.exitcode
+        if code is not None and code < 0:
+            try:
+                return f"worker killed by {signal.Signals(-code).name} (signal {-code})"
+            except ValueError:
+                return f"worker killed by signal {-code}"
+        return f"worker exited with code {code}"
+    if isinstance(error, concurrent.futures.TimeoutError):
+        return f"timeout: cell did not finish within {timeout:g} s"
+    return f"harness error in worker: {type(error).__name__}: {error}"
+
+
+def run(tasks: Iterable, fn: Callable, *, jobs: int, timeout: float | None,
+        log_dir: str | None = None, max_tasks: int = 50) -> Iterator[tuple[object, object, str | None]]:
+    """Yield (task, result, None) or (task, None, death description) as cells finish.
+
+    ``fn(task)`` runs in a worker; ``task`` must be picklable. Order is completion order."""
+    threads = max(1, (os.cpu_count() or 1) // max(1, jobs))
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPool(max_workers=jobs, max_tasks=max_tasks, initializer=_init,
+                     initargs=(log_dir, threads), context=ctx) as pool:
+        futures = {pool.schedule(fn, args=(t,), timeout=timeout): t for t in tasks}
+        try:
+            for fut in concurrent.futures.as_completed(futures):
+                task = futures[fut]
+                try:
+                    yield task, fut.result(), None
+                except Exception as e:  # the worker died or hung: that cell only
+                    yield task, None, describe_death(e, timeout)
+        finally:
+            for fut in futures:
+                fut.cancel()
