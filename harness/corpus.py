@@ -1,4 +1,10 @@
-"""The regression corpus in cases/: case files grown from runs (``--save-failures``)."""
+"""The regression corpus in cases/: case files whose entries carry the expected status per lane.
+
+An entry is ``{"case": {...ConvCase...}, "expect": {"vulkan": "CONTRACT_VIOLATION",
+"vulkan+vulkan-conv-padding": "NO_RUNTIME", ...}, "note": "..."}``; a lane is the backend, plus
+``+fix,fix`` for a fix set. ``harness run --save-failures FILE`` grows a file with every failing
+case a run found and the statuses it had then, so the next run that differs is a test failure.
+"""
 
 from __future__ import annotations
 
@@ -6,20 +12,43 @@ import json
 import os
 from pathlib import Path
 
+from . import versions
 from .spec import ConvCase, load_cases
 from .status import OK
 
 
+def lane(backend: str, fixes: str) -> str:
+    return backend + (f"+{fixes}" if fixes else "")
+
+
+def split_lane(name: str) -> tuple[str, list[str]]:
+    backend, _, fixes = name.partition("+")
+    return backend, [f for f in fixes.split(",") if f]
+
+
+def entries(path: str | os.PathLike) -> list[dict]:
+    load_cases(str(path))  # validates, with precise errors
+    raw = json.loads(Path(path).read_text())
+    return [e if isinstance(e, dict) and "case" in e else {"case": e} for e in raw]
+
+
 def save_failures(df, cases: list[ConvCase], path: str | os.PathLike) -> int:
-    """Add the case of every cell outside OK to a case file; -> number of new cases."""
+    """Add every case with a cell outside OK, with all its lanes' statuses; -> new cases."""
     path = Path(path)
-    existing = load_cases(str(path)) if path.exists() else []
-    known = {c.case_id for c in existing}
+    existing = entries(path) if path.exists() else []
+    known = {ConvCase.from_dict(e["case"]).case_id for e in existing}
     by_id = {c.case_id: c for c in cases}
     failing = df[~df["status"].isin([s.value for s in OK])]["case_id"].unique()
-    new = [by_id[i] for i in failing if i in by_id and i not in known]
+    new = []
+    for case_id in failing:
+        if case_id in known or case_id not in by_id:
+            continue
+        rows = df[df["case_id"] == case_id]
+        expect = {lane(r.backend, r.fixes): r.status for r in rows.itertuples()}
+        new.append({"case": by_id[case_id].to_dict(), "expect": expect,
+                    "note": f"found by convconf on executorch {versions.stack()['executorch']}"})
     if new:
         tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps([c.to_dict() for c in existing + new], indent=1) + "\n")
+        tmp.write_text(json.dumps(existing + new, indent=1) + "\n")
         os.replace(tmp, path)
     return len(new)

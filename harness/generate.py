@@ -16,6 +16,8 @@ PROFILES = {"ci": 12, "nightly": 300}  # default --max-examples per profile
 
 def generate(max_examples: int, seed: int, strategy=None) -> list[ConvCase]:
     drawn: list[ConvCase] = []
+    if max_examples <= 0:
+        return drawn
 
     @hyp_seed(seed)
     @settings(max_examples=max_examples, database=None, phases=[Phase.generate], deadline=None,
@@ -24,8 +26,7 @@ def generate(max_examples: int, seed: int, strategy=None) -> list[ConvCase]:
     def collect(case: ConvCase) -> None:
         drawn.append(case)
 
-    if max_examples > 0:
-        collect()
+    collect()
     unique: dict[str, ConvCase] = {}
     for case in drawn:
         unique.setdefault(case.case_id, case)

@@ -1,0 +1,69 @@
+"""The delegate lanes against real executorch lowering and runtime."""
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conftest import lowering_examples
+from harness.backends import get
+from harness.backends.base import registered_runtime_backends
+from harness.backends.vulkan import vk_graphs
+from harness.backends.vulkan_contract import check_graph
+from harness.pipeline import prepare, run_cell
+from harness.spec import ConvCase
+from harness.strategies import conv_cases
+
+
+def seed(padding):
+    return ConvCase(dim=2, in_channels=3, out_channels=8, kernel_size=3, padding=padding,
+                    input_shape=(1, 3, 16, 16))
+
+
+def test_runtime_detection_is_real():
+    names = registered_runtime_backends()
+    assert "XnnpackBackend" in names
+    assert get("vulkan").runtime_available() == ("VulkanBackend" in names)
+
+
+def test_vulkan_contract_flags_valid_and_passes_zero():
+    bad = prepare(seed("valid"), "vulkan", [])
+    good = prepare(seed(0), "vulkan", [])
+    assert bad["status"] == "CONTRACT_VIOLATION"
+    assert "padding IntList [0] has length 1" in bad["message"]
+    assert "make_ivec2" in bad["message"]
+    assert good["status"] is None and good["contract_violations"] == []
+
+
+def test_vulkan_cell_without_runtime_is_no_runtime_never_pass():
+    row = run_cell(seed(0), "vulkan", [])
+    expected = "PASS" if get("vulkan").runtime_available() else "NO_RUNTIME"
+    assert row["status"] == expected
+    assert row["delegated_ops"] == {"aten.convolution": 1}
+
+
+def test_vulkan_conv1d_length_one_lists_are_legal():
+    case = ConvCase(dim=1, in_channels=2, out_channels=2, kernel_size=3, padding="valid",
+                    input_shape=(1, 2, 12))
+    entry = prepare(case, "vulkan", [])
+    assert entry["status"] is None, entry["message"]
+
+
+@settings(max_examples=lowering_examples())
+@given(conv_cases(quant=st.just(None)))
+def test_xnnpack_fp32_cells_pass_or_say_why(case):
+    row = run_cell(case, "xnnpack", [])
+    assert row["status"] in {"PASS", "NOT_DELEGATED", "LOWER_ERROR"}, row["message"]
+    if row["status"] == "PASS":
+        assert row["max_abs_error"] <= 1e-3
+    else:
+        assert row["message"]
+
+
+@settings(max_examples=lowering_examples())
+@given(conv_cases(quant=st.just(None), dims=(2,)))
+def test_vulkan_contract_violation_iff_short_int_list(case):
+    entry = prepare(case, "vulkan", [])
+    if entry["status"] in ("LOWER_ERROR", "NOT_DELEGATED"):
+        assert entry["message"]  # the partitioner or lowering said why
+        return
+    flagged = any("[ivec2]" in v for v in entry["contract_violations"])
+    assert flagged == case.has_short_int_list(), entry["message"]
