@@ -58,7 +58,7 @@ def lower(exported_program, backend: Backend, fix_names: list[str]) -> Lowered:
             stack.enter_context(f.patch())
         edge = to_edge_transform_and_lower(
             exported_program, partitioner=backend.partitioners(), transform_passes=passes or None)
+        delegated, undelegated = op_counts(edge)  # before to_executorch adds memory planning
         pte = edge.to_executorch().buffer
-    delegated, undelegated = op_counts(edge)
     return Lowered(pte=pte, edge_manager=edge, delegated_ops=delegated,
                    undelegated_ops=undelegated, lower_time_s=time.perf_counter() - t0)

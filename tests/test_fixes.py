@@ -1,0 +1,114 @@
+"""The two seed fixes, on real lowering: what they rewrite and what the delegate then gets."""
+
+import pytest
+import torch
+
+from harness import fixes
+from harness.backends import get
+from harness.backends.vulkan import vk_graphs
+from harness.build import build_module, make_inputs
+from harness.lower import lower
+from harness.pipeline import prepare, run_cell
+from harness.quantize import quantize
+from harness.spec import ConvCase
+
+VK_FIX = "vulkan-conv-padding"
+XNN_FIX = "xnnpack-conv1d-same-even"
+
+
+def conv2d(**kw):
+    base = dict(dim=2, in_channels=3, out_channels=8, kernel_size=3, input_shape=(1, 3, 16, 16))
+    return ConvCase(**{**base, **kw})
+
+
+def vk_signature(case, fix_names):
+    """Op names and every non-tensor argument of the serialized Vulkan graph."""
+    exported = torch.export.export(build_module(case), make_inputs(case))
+    graph = vk_graphs(lower(exported, get("vulkan"), fix_names).edge_manager)[0]
+    return [(op.name, [getattr(graph.values[a].value, "items", type(graph.values[a].value).__name__)
+                       for a in op.args]) for op in graph.chain]
+
+
+def test_registry_and_parse():
+    assert fixes.names() == [VK_FIX, XNN_FIX]
+    assert fixes.parse("all") == [VK_FIX, XNN_FIX]
+    assert fixes.for_backend([VK_FIX, XNN_FIX], "vulkan") == [VK_FIX]
+    with pytest.raises(KeyError, match="unknown fix 'nope'"):
+        fixes.parse("nope")
+
+
+def test_valid_with_fix_serializes_exactly_like_padding_zero():
+    fixed_valid = vk_signature(conv2d(padding="valid"), [VK_FIX])
+    stock_zero = vk_signature(conv2d(padding=0), [])
+    assert fixed_valid == stock_zero
+    conv = next(args for name, args in stock_zero if "convolution" in name)
+    assert [0, 0] in conv
+
+
+def test_fix_changes_nothing_for_padding_zero():
+    assert vk_signature(conv2d(padding=0), [VK_FIX]) == vk_signature(conv2d(padding=0), [])
+
+
+@pytest.mark.parametrize("kw", [dict(padding="valid"), dict(padding=(1,)), dict(padding=[2]),
+                                dict(padding="same"), dict(padding="same", kernel_size=4),
+                                dict(stride=(2,), padding=1), dict(dilation=[2], padding=(0,))])
+def test_vulkan_fix_makes_every_list_ivec2(kw):
+    case = conv2d(**kw)
+    fixed = prepare(case, "vulkan", [VK_FIX])
+    assert fixed["status"] is None, fixed["message"]
+    for name, args in vk_signature(case, [VK_FIX]):
+        if "convolution" in name:
+            assert all(len(a) == 2 for a in args if isinstance(a, list)), args
+    if case.has_short_int_list():
+        assert prepare(case, "vulkan", [])["status"] == "CONTRACT_VIOLATION"
+
+
+def quant_conv1d_same(k=4, dilation=1, length=16, scheme="int8_per_tensor"):
+    return ConvCase(dim=1, in_channels=4, out_channels=4, kernel_size=k, dilation=dilation,
+                    padding="same", input_shape=(1, 4, length), quant=scheme)
+
+
+def edge_graph_after_fix(case):
+    from executorch.exir import to_edge_transform_and_lower
+
+    from harness.fixes.xnnpack_conv1d_same_even import FoldTemporalPadIntoConv1dPass
+
+    module, inputs = build_module(case), make_inputs(case)
+    converted, _ = quantize(case, module, inputs, get("xnnpack"))
+    exported = torch.export.export(converted, inputs)
+    edge = to_edge_transform_and_lower(exported, transform_passes=[FoldTemporalPadIntoConv1dPass()])
+    return edge.exported_program().graph_module.graph
+
+
+def test_xnnpack_fix_rewrites_the_graph():
+    graph = edge_graph_after_fix(quant_conv1d_same(k=4))
+    targets = [str(n.target) for n in graph.nodes if n.op == "call_function"]
+    assert not any("constant_pad_nd" in t for t in targets)
+    conv = next(n for n in graph.nodes if "convolution" in str(n.target))
+    # "same" with k=4 is pad left 1, right 2: symmetric 2 on both sides, then crop 1 on the left.
+    assert list(conv.args[4]) == [2]
+    crop = next(n for n in graph.nodes if "slice_copy" in str(n.target))
+    assert crop.args[1:] == (-1, 1, 17)
+    assert list(crop.meta["val"].shape) == [1, 4, 16]
+    assert "dequantize" in str(crop.args[0].target)  # the crop works on exact int8 values
+
+
+@pytest.mark.parametrize("scheme", ["int8_per_tensor", "int8_per_channel"])
+@pytest.mark.parametrize("k, dilation, length", [(4, 1, 16), (2, 3, 9), (6, 1, 5)])
+def test_xnnpack_fix_executes_fully_delegated_and_exact(scheme, k, dilation, length):
+    case = quant_conv1d_same(k, dilation, length, scheme)
+    row = run_cell(case, "xnnpack", [XNN_FIX])
+    assert row["status"] == "PASS", row["message"]
+    assert row["undelegated_ops"] == {}
+    assert "aten.constant_pad_nd" not in row["delegated_ops"]
+    assert row["error_steps"] <= 1
+
+
+def test_xnnpack_fix_leaves_fp32_and_odd_kernels_alone():
+    for case in (ConvCase(dim=1, in_channels=4, out_channels=4, kernel_size=4, padding="same",
+                          input_shape=(1, 4, 16)),
+                 quant_conv1d_same(k=3)):
+        stock = run_cell(case, "xnnpack", [])
+        fixed = run_cell(case, "xnnpack", [XNN_FIX])
+        assert fixed["delegated_ops"] == stock["delegated_ops"]
+        assert fixed["status"] == stock["status"] == "PASS"
