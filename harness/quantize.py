@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import sys
 import time
 
 import torch
 
-from .backends import Backend
+from .backends import Backend, QuantUnsupported
 from .build import calibration_inputs
 from .spec import ConvCase
 
@@ -26,7 +27,21 @@ def quantize(case: ConvCase, module: torch.nn.Module, inputs: tuple, backend: Ba
         for calib in calibration_inputs(case):
             prepared(*calib)
     converted = convert_pt2e(prepared)
+    if not any(_is_qdq(n) for n in converted.graph.nodes):
+        # The quantizer left the conv unannotated: lowering would silently run it in float.
+        raise QuantUnsupported(f"{type(quantizer).__name__} annotated no op of this graph "
+                               f"({_supported_ops(quantizer)}); the conv would stay float")
     return converted, time.perf_counter() - t0
+
+
+def _is_qdq(node) -> bool:
+    return node.op == "call_function" and "quantize_per" in str(node.target)
+
+
+def _supported_ops(quantizer) -> str:
+    module = sys.modules.get(type(quantizer).__module__)
+    ops = getattr(module, "_SUPPORTED_OPS", None)
+    return f"it annotates: {', '.join(ops)}" if ops else "no annotator matched conv"
 
 
 def output_qparams(converted) -> tuple[float, int] | None:

@@ -101,7 +101,7 @@ def test_xnnpack_fix_executes_fully_delegated_and_exact(scheme, k, dilation, len
     assert row["status"] == "PASS", row["message"]
     assert row["undelegated_ops"] == {}
     assert "aten.constant_pad_nd" not in row["delegated_ops"]
-    assert row["error_steps"] <= 1
+    assert row["error_steps"] <= 1 + 1e-5  # one output step, as compare.py allows
 
 
 def test_xnnpack_fix_leaves_fp32_and_odd_kernels_alone():

@@ -1,0 +1,70 @@
+"""Quantized cells: the same-math reference, the tolerance rule, and no silent float."""
+
+import pytest
+import torch
+from hypothesis import given, settings
+
+from conftest import lowering_examples
+from harness.compare import compare
+from harness.matrix import frame
+from harness.pipeline import run_cell
+from harness.spec import ConvCase
+from harness.strategies import quant_cases
+
+Q2D = ConvCase(dim=2, in_channels=4, out_channels=8, kernel_size=3, padding=1,
+               input_shape=(1, 4, 12, 12), quant="int8_per_channel")
+
+
+@pytest.mark.parametrize("scheme", ["int8_per_tensor", "int8_per_channel"])
+def test_quantized_xnnpack_conv2d_passes(scheme):
+    row = run_cell(ConvCase(**{**Q2D.to_dict(), "quant": scheme}), "xnnpack", [])
+    assert row["status"] == "PASS", row["message"]
+    assert row["error_steps"] <= 1 + 1e-5  # one output step, as compare.py allows
+    assert 10 < row["sqnr_db"] < 80  # real int8 error vs the float model, not zero, not garbage
+    assert "quantized_decomposed.quantize_per_tensor" in row["delegated_ops"]
+    assert row["undelegated_ops"] == {}
+
+
+def test_tolerance_rule_rejects_a_perturbed_output():
+    ref = torch.linspace(-1, 1, 64).reshape(1, 4, 16)
+    scale = 0.01
+    assert compare(ref.clone(), ref, out_scale=scale).ok
+    assert compare(ref + 0.9 * scale, ref, out_scale=scale).ok  # within one output step
+    perturbed = ref.clone()
+    perturbed[0, 2, 5] += 2 * scale  # two steps off in a single element
+    verdict = compare(perturbed, ref, out_scale=scale)
+    assert not verdict.ok and verdict.metrics["error_steps"] == pytest.approx(2, rel=1e-3)
+    assert "2.00 output steps" in verdict.message
+    assert not compare(ref[..., :-1], ref, out_scale=scale).ok  # shape mismatch
+
+
+def test_fp32_tolerance_rule():
+    ref = torch.randn(1, 3, 8)
+    assert compare(ref + 1e-6, ref).ok
+    assert not compare(ref + 1e-2, ref).ok
+
+
+def test_vulkan_quant_is_never_silently_float():
+    row = run_cell(Q2D, "vulkan", [])
+    assert row["status"] == "LOWER_ERROR"
+    assert "VulkanQuantizer" in row["message"] and "float" in row["message"]
+    per_tensor = run_cell(ConvCase(**{**Q2D.to_dict(), "quant": "int8_per_tensor"}), "vulkan", [])
+    assert per_tensor["status"] == "LOWER_ERROR" and "per_tensor" in per_tensor["message"]
+
+
+def test_matrix_has_quant_and_sqnr_columns():
+    df = frame([run_cell(Q2D, "xnnpack", [])])
+    assert {"quant", "sqnr_db", "error_steps", "max_abs_error_vs_float"} <= set(df.columns)
+    assert df.loc[0, "quant"] == "int8_per_channel" and df.loc[0, "sqnr_db"] > 0
+
+
+@settings(max_examples=lowering_examples())
+@given(quant_cases())
+def test_generated_quant_cases_on_xnnpack(case):
+    row = run_cell(case, "xnnpack", [])
+    assert row["status"] in {"PASS", "NOT_DELEGATED", "LOWER_ERROR", "MISMATCH"}
+    assert row["status"] != "MISMATCH", f"{case.case_id}: {row['message']}"
+    if row["status"] == "PASS":
+        assert row["error_steps"] <= 1 + 1e-5  # one output step, as compare.py allows
+    else:
+        assert row["message"]
