@@ -1,0 +1,103 @@
+"""Run folder -> report.html: one self-contained page (inline CSS/JS, no network).
+
+Templates live in reports/templates (jinja2). Rows of the heatmap are case feature groups
+(dim x padding spelling x kernel parity x dilation x stride x quant), columns are lanes
+(backend x fix set); every cell of the page's table opens to its case, metrics and repro.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import jinja2
+import pandas as pd
+
+from . import matrix
+from .status import ORDER
+
+TEMPLATES = Path(__file__).resolve().parent.parent / "reports" / "templates"
+COLORS = {"INVALID": "#9e9e9e", "LOWER_ERROR": "#8e24aa", "NOT_DELEGATED": "#fb8c00",
+          "CONTRACT_VIOLATION": "#e53935", "NO_RUNTIME": "#90caf9", "CRASH": "#000000",
+          "MISMATCH": "#c62828", "PASS": "#43a047"}
+
+
+def environment() -> jinja2.Environment:
+    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+                              autoescape=jinja2.select_autoescape(["html", "j2"]),
+                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+
+
+def feature_group(row) -> str:
+    dil = "dil>1" if max(_spatial(row["dilation"])) > 1 else "dil=1"
+    stride = "stride>1" if max(_spatial(row["stride"])) > 1 else "stride=1"
+    quant = row["quant"] if isinstance(row["quant"], str) else "fp32"
+    kind = ("T" if row["transposed"] else "") + f"{row['dim']}d"
+    return f"{kind} · {row['padding_spelling']} · {row['kernel_parity']} k · {dil} · {stride} · {quant}"
+
+
+def _spatial(v):
+    return v if isinstance(v, list) else [v]
+
+
+def lane(row) -> str:
+    return row["backend"] + (f" +{row['fixes']}" if row["fixes"] else "")
+
+
+def heatmap(df: pd.DataFrame) -> dict:
+    groups = sorted(df["group"].unique())
+    lanes = sorted(df["lane"].unique(), key=lambda l: (l.split(" ")[0], "+" in l, l))
+    cells = {}
+    for (g, l), sub in df.groupby(["group", "lane"]):
+        counts = sub["status"].value_counts().to_dict()
+        worst = min(counts, key=lambda s: [x.value for x in ORDER].index(s))
+        passed = counts.get("PASS", 0) + counts.get("NO_RUNTIME", 0)
+        cells[(g, l)] = {"counts": counts, "worst": worst, "color": COLORS[worst],
+                         "text": f"{passed}/{len(sub)}", "title": ", ".join(
+                             f"{k} {v}" for k, v in sorted(counts.items()))}
+    return {"groups": groups, "lanes": lanes, "cells": cells}
+
+
+def write(run_dir: str | os.PathLike) -> Path:
+    run_dir = Path(run_dir)
+    df = matrix.read(run_dir)
+    header = json.loads((run_dir / "run.json").read_text()) if (run_dir / "run.json").exists() else {}
+    df["group"] = df.apply(feature_group, axis=1)
+    df["lane"] = df.apply(lane, axis=1)
+    repro_dir = run_dir / "repro"
+    cells = []
+    for i, r in enumerate(df.to_dict(orient="records")):
+        script = repro_dir / repro_name(r["case_id"], r["backend"], r["fixes"])
+        metrics = {k: r.get(k) for k in ("max_abs_error", "max_rel_error", "mae", "sqnr_db",
+                                         "error_steps", "tolerance", "out_shape", "ref_shape",
+                                         "delegated_ops", "undelegated_ops", "pte_size_kb",
+                                         "quantize_time_s", "lower_time_s", "run_time_s",
+                                         "cell_time_s")
+                   if r.get(k) is not None and r.get(k) == r.get(k)}
+        cells.append({"id": i, "case_id": r["case_id"], "lane": r["lane"], "backend": r["backend"],
+                      "fixes": r["fixes"], "status": r["status"], "color": COLORS[r["status"]],
+                      "message": r.get("message") or "",
+                      "max_abs": "" if metrics.get("max_abs_error") is None
+                      else f"{metrics['max_abs_error']:.3g}", "group": r["group"],
+                      "padding": r["padding_spelling"],
+                      "case": json.dumps({k: r[k] for k in ("dim", "transposed", "in_channels",
+                                          "out_channels", "kernel_size", "stride", "padding",
+                                          "dilation", "groups", "bias", "input_shape", "dtype",
+                                          "quant")}),
+                      "metrics": json.dumps(metrics, default=str),
+                      "repro": f"repro/{script.name}" if script.exists() else "",
+                      "repro_cmd": f"python -m harness repro {r['case_id']} --backend "
+                                   f"{r['backend']}" + (f" --fixes {r['fixes']}" if r["fixes"] else "")
+                                   + f" --dir {run_dir}"})
+    html = environment().get_template("report.html.j2").render(
+        header=header, counts=matrix.status_counts(df), fix_lines=matrix.fix_summary_lines(df),
+        heat=heatmap(df), cells=cells, colors=COLORS, statuses=[s.value for s in ORDER],
+        backends=sorted(df["backend"].unique()), paddings=sorted(df["padding_spelling"].unique()))
+    out = run_dir / "report.html"
+    out.write_text(html)
+    return out
+
+
+def repro_name(case_id: str, backend: str, fixes: str) -> str:
+    return f"{case_id}__{backend}{'+' + fixes.replace(',', '+') if fixes else ''}.py"

@@ -1,0 +1,57 @@
+"""Standalone repro scripts for cells (reports/templates/repro.py.j2)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from . import backends
+from .build import _MODULES, case_seed, module_kwargs
+from .report import environment, repro_name
+from .spec import ConvCase
+from .status import Status
+
+
+def script(case: ConvCase, backend: str, fixes: str, status: str = "?", message: str = "") -> str:
+    if case.quant and backend != "xnnpack":
+        raise ValueError(f"no standalone repro for quantized {backend} cells "
+                         f"(their quantizer annotates no conv; the status is from quantization)")
+    kwargs = ", ".join(f"{k}={v!r}" for k, v in module_kwargs(case).items())
+    return environment().get_template("repro.py.j2").render(
+        case_id=case.case_id, backend=backend, fixes=fixes, status=status, message=message,
+        module_class=_MODULES[(case.dim, case.transposed)].__name__, kwargs=kwargs,
+        weight_seed=case_seed(case, "weights") % (2**63), input_seed=case_seed(case, "inputs") % (2**63),
+        # Same order as build.calibration_inputs: the test input first, then calib0..2.
+        calib_seeds=[case_seed(case, "inputs") % (2**63)]
+        + [case_seed(case, f"calib{i}") % (2**63) for i in range(3)],
+        input_shape=tuple(case.input_shape), quant=case.quant,
+        per_channel=case.quant == "int8_per_channel",
+        runtime_name=backends.get(backend).runtime_name)
+
+
+def write_for_run(run_dir: str | os.PathLike, df) -> int:
+    """A repro script for every cell that is not PASS (and not INVALID); -> scripts written."""
+    run_dir = Path(run_dir)
+    out = run_dir / "repro"
+    out.mkdir(exist_ok=True)
+    cases = {c.case_id: c for c in load_run_cases(run_dir)}
+    n = 0
+    for r in df.itertuples():
+        if r.status in (Status.PASS.value, Status.INVALID.value) or r.case_id not in cases:
+            continue
+        try:
+            text = script(cases[r.case_id], r.backend, r.fixes, r.status, r.message or "")
+        except ValueError:
+            continue
+        (out / repro_name(r.case_id, r.backend, r.fixes)).write_text(text)
+        n += 1
+    return n
+
+
+def load_run_cases(run_dir: Path) -> list[ConvCase]:
+    path = Path(run_dir) / "cases.json"
+    try:
+        return [ConvCase.from_dict(c) for c in json.loads(path.read_text())]
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{path}: cannot read the run's cases ({e})") from None
