@@ -93,15 +93,14 @@ def run_cell(case: ConvCase, backend_name: str, fix_names: list[str],
     fix_names = sorted(fix_names)
     row = base_row(case, backend_name, fix_names)
     backend = backends.get(backend_name)
-    invalid = eager_check(case)
-    if invalid:
-        row.update(status=Status.INVALID.value, phase="eager", message=invalid)
-        return _done(row, t0)
-
     k = cache_key(case.case_id, backend_name, fix_names)
-    entry = cache.load(k) if cache else None
+    entry = cache.load(k) if cache else None  # only valid cases are ever cached
     row["cached"] = entry is not None
     if entry is None:
+        invalid = eager_check(case)
+        if invalid:
+            row.update(status=Status.INVALID.value, phase="eager", message=invalid)
+            return _done(row, t0)
         entry = prepare(case, backend_name, fix_names)
         if cache:
             cache.store(k, entry)
@@ -126,6 +125,26 @@ def run_cell(case: ConvCase, backend_name: str, fix_names: list[str],
     row.update({c: verdict.metrics.get(c) for c in METRIC_COLUMNS})
     row.update(status=(Status.PASS if verdict.ok else Status.MISMATCH).value,
                message=verdict.message)
+    return _done(row, t0)
+
+
+def cached_row(case: ConvCase, backend_name: str, fix_names: list[str], cache: Cache) -> dict | None:
+    """The finished row of a cell whose outcome needs no execution and is cached (a static
+    verdict, or no runtime to run it on); None when the cell must go to a worker."""
+    t0 = time.perf_counter()
+    fix_names = sorted(fix_names)
+    meta = cache.load_meta(cache_key(case.case_id, backend_name, fix_names))
+    if meta is None:
+        return None
+    backend = backends.get(backend_name)
+    if not meta["status"] and backend.runtime_available():
+        return None
+    row = base_row(case, backend_name, fix_names)
+    row.update({n: v for n, v in meta.items() if n in row})
+    row["cached"] = True
+    if not meta["status"]:
+        row.update(status=Status.NO_RUNTIME.value, phase="execute",
+                   message=f"{backend.runtime_name} is not registered in the installed runtime")
     return _done(row, t0)
 
 

@@ -25,7 +25,7 @@ COLORS = {"INVALID": "#9e9e9e", "LOWER_ERROR": "#8e24aa", "NOT_DELEGATED": "#fb8
 
 def environment() -> jinja2.Environment:
     return jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)),
-                              autoescape=jinja2.select_autoescape(["html", "j2"]),
+                              autoescape=lambda name: bool(name) and name.endswith(".html.j2"),
                               undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
 
 

@@ -81,17 +81,30 @@ def execute(out_dir: Path, config: RunConfig, cases: list[ConvCase], *,
     bar = _progress(len(tasks), len(done_rows), progress)
     from .pipeline import crash_row
 
-    for task, row, death in workers.run(todo, work, jobs=config.jobs, timeout=config.timeout,
-                                        log_dir=log_dir):
+    from .pipeline import cached_row
+
+    def record(row: dict) -> None:
+        journal.append(row)
+        rows[journal_mod.cell_key(row)] = row
+        bar.set_postfix_str(f"{row['status']} {row['backend']}", refresh=False)
+        bar.update(1)
+
+    need_worker = []
+    for t in todo:  # cached static verdicts need no worker, only executions do
+        row = cached_row(ConvCase.from_dict(t["case"]), t["backend"],
+                         [f for f in t["fixes"].split(",") if f], cache) if cache else None
+        if row is None:
+            need_worker.append(t)
+        else:
+            record(row)
+    for task, row, death in workers.run(need_worker, work, jobs=config.jobs,
+                                        timeout=config.timeout, log_dir=log_dir):
         if row is None:
             said = workers.crash_output(log_dir, tag(task))
             row = crash_row(ConvCase.from_dict(task["case"]), task["backend"],
                             [f for f in task["fixes"].split(",") if f],
                             death + (f"; it printed: {said}" if said else ""), cache)
-        journal.append(row)
-        rows[journal_mod.cell_key(row)] = row
-        bar.set_postfix_str(f"{row['status']} {row['backend']}", refresh=False)
-        bar.update(1)
+        record(row)
     bar.close()
     ordered = [rows[(t["case_id"], t["backend"], t["fixes"])] for t in tasks
                if (t["case_id"], t["backend"], t["fixes"]) in rows]

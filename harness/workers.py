@@ -82,6 +82,9 @@ def run(tasks: Iterable, fn: Callable, *, jobs: int, timeout: float | None,
     """Yield (task, result, None) or (task, None, death description) as cells finish.
 
     ``fn(task)`` runs in a worker; ``task`` must be picklable. Order is completion order."""
+    tasks = list(tasks)
+    if not tasks:  # nothing to execute: do not pay for starting workers
+        return
     threads = max(1, (os.cpu_count() or 1) // max(1, jobs))
     ctx = multiprocessing.get_context("spawn")
     with ProcessPool(max_workers=jobs, max_tasks=max_tasks, initializer=_init,

@@ -1,0 +1,115 @@
+"""Report, repro scripts and diff, on a real (small) run."""
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from harness import matrix, report, repro, runner
+from harness.spec import ConvCase
+
+CASES = [ConvCase(dim=2, in_channels=3, out_channels=4, kernel_size=3, padding=p,
+                  input_shape=(1, 3, 8, 8)) for p in ("valid", 0)]
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("run")
+    config = runner.RunConfig(backends=["xnnpack", "vulkan"], fixes=["vulkan-conv-padding"],
+                              profile="ci", max_examples=0, seed=0, jobs=2, cache_dir=None)
+    runner.start(out, config, CASES)
+    df = runner.execute(out, config, CASES, progress=False)
+    repro.write_for_run(out, df)
+    report.write(out)
+    return out
+
+
+def harness(*args):
+    return subprocess.run([sys.executable, "-m", "harness", *map(str, args)], capture_output=True,
+                          text=True, timeout=600)
+
+
+def run_script(path):
+    proc = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=600)
+    return [ln for ln in proc.stdout.splitlines() if ln.startswith("STATUS: ")]
+
+
+def test_repro_reproduces_contract_violation_and_xnnpack_pass(run_dir):
+    bad = CASES[0]
+    listed = sorted(p.name for p in (run_dir / "repro").iterdir())
+    assert f"{bad.case_id}__vulkan.py" in listed  # written for every non-PASS cell
+    assert not any("xnnpack" in n for n in listed)  # PASS cells get none by default
+    assert run_script(run_dir / "repro" / f"{bad.case_id}__vulkan.py")[0].startswith(
+        "STATUS: CONTRACT_VIOLATION")
+    made = harness("repro", bad.case_id, "--backend", "xnnpack", "--dir", run_dir)
+    assert made.returncode == 0, made.stderr
+    assert run_script(made.stdout.strip())[0].startswith("STATUS: PASS")
+    source = open(made.stdout.strip()).read()
+    assert "import harness" not in source and "from harness" not in source  # standalone
+
+
+def test_repro_of_unknown_case_is_one_line(run_dir):
+    proc = harness("repro", "nope", "--backend", "vulkan", "--dir", run_dir)
+    assert proc.returncode == 2 and proc.stderr.startswith("convconf: error: case 'nope'")
+
+
+def test_diff_flags_regressions_for_bisect(run_dir, tmp_path):
+    new = tmp_path / "new"
+    shutil.copytree(run_dir, new)
+    df = matrix.read(new)
+    same = harness("diff", run_dir, new)
+    assert same.returncode == 0 and "regressed 0" in same.stdout
+    passing = df.index[(df.status == "PASS")][0]
+    df.loc[passing, "status"] = "MISMATCH"
+    failing = df.index[df.status == "CONTRACT_VIOLATION"][0]
+    df.loc[failing, "status"] = "PASS"
+    matrix.write(df, new)
+    proc = harness("diff", run_dir, new)
+    assert proc.returncode == 1
+    assert "regressed 1, fixed 1" in proc.stdout
+    rows = (new / "diff.csv").read_text()
+    assert "regressed" in rows and "fixed" in rows
+    bad = harness("diff", run_dir, tmp_path / "absent")
+    assert bad.returncode == 2 and "cannot read matrix" in bad.stderr
+
+
+def test_report_is_self_contained(run_dir):
+    html = (run_dir / "report.html").read_text()
+    assert "http://" not in html and "https://" not in html and "<script src" not in html
+    registered = json.loads((run_dir / "run.json").read_text())["registered_backends"]
+    assert all(name in html for name in registered)
+    assert "CONTRACT_VIOLATION" in html and CASES[0].case_id in html
+
+
+@pytest.mark.browser
+def test_report_renders_filters_and_opens_details_in_chromium(run_dir, tmp_path):
+    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install -e '.[test]'")
+    chromium = shutil.which("chromium")
+    assert chromium, "Debian's chromium is part of the test setup (.ci/run installs it)"
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync", "--no-first-run"])
+        page = browser.new_page()
+        page.goto((run_dir / "report.html").as_uri())
+        assert page.locator("#heat td.cell").count() >= 2
+        rows = page.locator("#cells tr.cellrow")
+        assert rows.count() == 6  # 2 cases x (xnnpack, vulkan, vulkan+fix)
+        page.select_option("#f-status", "CONTRACT_VIOLATION")
+        visible = page.locator("#cells tr.cellrow:visible")
+        assert visible.count() == 1
+        assert "CONTRACT_VIOLATION" in visible.first.inner_text()
+        visible.first.click()
+        details = page.locator("#cells tr.details:visible")
+        assert details.count() == 1 and "make_ivec2" in details.inner_text()
+        assert "python -m harness repro" in details.inner_text()
+        page.click("#f-clear")
+        page.select_option("#f-backend", "xnnpack")
+        assert page.locator("#cells tr.cellrow:visible").count() == 2
+        page.click("#f-clear")
+        page.locator("#heat td.cell").first.click()
+        assert 1 <= page.locator("#cells tr.cellrow:visible").count() < 6
+        page.screenshot(path=str(tmp_path / "report.png"))  # kept out of git (tmp)
+        browser.close()
