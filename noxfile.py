@@ -1,10 +1,17 @@
-"""nox sessions. They reuse the current interpreter's packages (torch/executorch are large and
-must be the pinned CPU builds): run with ``nox --no-venv`` or let each session install them."""
+"""nox sessions. ``tests``/``matrix``/``nightly`` reuse the current interpreter (torch and
+executorch are large and must be the pinned CPU builds); ``bisect`` makes one venv per release."""
+
+import os
+from pathlib import Path
 
 import nox
 
 nox.options.default_venv_backend = "none"
 nox.options.sessions = ["tests"]
+
+# executorch release -> the torch its wheel requires (Requires-Dist). Only 2.13.0 is on this
+# machine's disk; any other torch comes from PyPI as a multi-GB CUDA build.
+TORCH_FOR = {"1.5.1": "2.13.0", "1.4.1": "2.13.0", "1.4.0": "2.13.0", "1.3.1": "2.12.0"}
 
 
 @nox.session
@@ -19,3 +26,43 @@ def matrix(session):
     """A small matrix run on both backends, stock and fixed."""
     out = session.posargs[0] if session.posargs else "runs/matrix"
     session.run("python", "-m", "harness", "run", "--out", out, "--fixes", "all", "--overwrite")
+
+
+@nox.session
+def nightly(session):
+    """Nightly: the large Hypothesis profile, full matrix + report, JUnit XML for CI."""
+    out = session.posargs[0] if session.posargs else "runs/nightly"
+    session.env["HYPOTHESIS_PROFILE"] = "nightly"
+    session.run("python", "-m", "harness", "run", "--out", out, "--profile", "nightly",
+                "--fixes", "all", "--overwrite", "--save-failures", "cases/found.json")
+    session.run("python", "-m", "pytest", "-n", "auto", f"--junitxml={out}/junit.xml")
+
+
+@nox.session
+def bisect(session):
+    """The seed corpus against several executorch releases, then diffs between neighbours.
+
+    nox -s bisect -- 1.5.1 1.4.1   (oldest last or first: diffs follow the order given)"""
+    releases = session.posargs or ["1.5.1", "1.4.1"]
+    root = Path("runs/bisect")
+    runs = []
+    for release in releases:
+        if release not in TORCH_FOR:
+            session.error(f"no known torch pairing for executorch {release}: add it to TORCH_FOR")
+        venv = root / f"venv-{release}"
+        python = str(venv / "bin" / "python")
+        if not venv.exists():
+            session.run("python", "-m", "venv", str(venv))
+            session.run(python, "-m", "pip", "install", "-q", f"torch=={TORCH_FOR[release]}")
+            session.run(python, "-m", "pip", "install", "-q", f"executorch=={release}")
+            session.run(python, "-m", "pip", "install", "-q", "--no-deps", "-e", ".")
+            session.run(python, "-m", "pip", "install", "-q", "hypothesis", "pandas", "jinja2",
+                        "pebble", "tqdm")
+        out = root / release
+        session.run(python, "-m", "harness", "run", "--out", str(out), "--overwrite",
+                    "--cases", *sorted(map(str, Path("cases").glob("*.json"))),
+                    "--max-examples", os.environ.get("BISECT_EXAMPLES", "20"), "--fixes", "all",
+                    "--no-progress")
+        runs.append(out)
+    for old, new in zip(runs, runs[1:]):
+        session.run("python", "-m", "harness", "diff", str(old), str(new), success_codes=[0, 1])
