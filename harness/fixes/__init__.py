@@ -2,36 +2,11 @@
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
-
+from ..registry import Registry
 from .base import Fix
 
-_REGISTRY: dict[str, Fix] = {}
-
-
-def register(cls: type[Fix]) -> type[Fix]:
-    _REGISTRY[cls.name] = cls()
-    return cls
-
-
-def _load_all() -> None:
-    for info in pkgutil.iter_modules(__path__):
-        if info.name != "base":
-            importlib.import_module(f"{__name__}.{info.name}")
-
-
-def names() -> list[str]:
-    _load_all()
-    return sorted(_REGISTRY)
-
-
-def get(name: str) -> Fix:
-    _load_all()
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise KeyError(f"unknown fix {name!r} (known: {', '.join(sorted(_REGISTRY))})") from None
+_registry = Registry(__name__, __path__, "fix")
+register, names, get = _registry.register, _registry.names, _registry.get
 
 
 def parse(spec: str | None) -> list[str]:
