@@ -39,9 +39,15 @@ def base_row(case: ConvCase, backend: str, fix_names: list[str]) -> dict:
 
 
 def _first_line(e: BaseException) -> str:
-    text = str(e).strip()
-    lines = [ln for ln in text.splitlines() if ln.strip()]
-    return f"{type(e).__name__}: {lines[0] if lines else ''}"[:500]
+    """The error's first line; a bare ``assert`` (no message) is named by where it failed."""
+    lines = [ln for ln in str(e).strip().splitlines() if ln.strip()]
+    if lines:
+        return f"{type(e).__name__}: {lines[0]}"[:500]
+    frame = traceback.extract_tb(e.__traceback__)[-1] if e.__traceback__ else None
+    if frame is None:
+        return type(e).__name__
+    where = frame.filename.split("site-packages/")[-1]
+    return f"{type(e).__name__} at {where}:{frame.lineno}: {frame.line}"[:500]
 
 
 def prepare(case: ConvCase, backend_name: str, fix_names: list[str]) -> dict:

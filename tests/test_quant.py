@@ -5,9 +5,12 @@ import torch
 from hypothesis import given, settings
 
 from conftest import lowering_examples
+from harness.backends import Backend, QuantUnsupported, get as get_backend
+from harness.build import build_module, make_inputs
 from harness.compare import compare
 from harness.matrix import frame
 from harness.pipeline import run_cell
+from harness.quantize import quantize
 from harness.spec import ConvCase
 from harness.strategies import quant_cases
 
@@ -44,12 +47,38 @@ def test_fp32_tolerance_rule():
     assert not compare(ref + 1e-2, ref).ok
 
 
-def test_vulkan_quant_is_never_silently_float():
-    row = run_cell(Q2D, "vulkan", [])
+def test_vulkan_quantized_conv2d_lowers_to_q8ta_and_shares_the_padding_bug():
+    from harness.backends.vulkan import vk_graphs  # noqa: F401 (the lane under test)
+
+    good = run_cell(Q2D, "vulkan", [])
+    assert good["status"] == ("PASS" if get_backend("vulkan").runtime_available() else "NO_RUNTIME")
+    assert "quantized_decomposed.quantize_per_tensor" in good["delegated_ops"]
+    valid = ConvCase(**{**Q2D.to_dict(), "padding": "valid"})
+    stock = run_cell(valid, "vulkan", [])
+    assert stock["status"] == "CONTRACT_VIOLATION"
+    assert "et_vk.q8ta_conv2d.default: padding IntList [0]" in stock["message"]
+    assert run_cell(valid, "vulkan", ["vulkan-conv-padding"])["status"] == good["status"]
+
+
+def test_vulkan_per_tensor_conv_is_a_lower_error_naming_the_assert():
+    row = run_cell(ConvCase(**{**Q2D.to_dict(), "quant": "int8_per_tensor"}), "vulkan", [])
     assert row["status"] == "LOWER_ERROR"
-    assert "VulkanQuantizer" in row["message"] and "float" in row["message"]
-    per_tensor = run_cell(ConvCase(**{**Q2D.to_dict(), "quant": "int8_per_tensor"}), "vulkan", [])
-    assert per_tensor["status"] == "LOWER_ERROR" and "per_tensor" in per_tensor["message"]
+    assert "quantized_convolution.py" in row["message"] and "weight_scales_node" in row["message"]
+
+
+def test_a_quantizer_that_annotates_nothing_is_never_silently_float():
+    from executorch.backends.vulkan.quantizer.vulkan_quantizer import (
+        VulkanQuantizer, get_symmetric_quantization_config)
+
+    class VulkanQuantizerOnly(Backend):  # ExecuTorch's own VulkanQuantizer: linear only on 1.5.1
+        name = "vulkan-quantizer"
+
+        def quantizer(self, scheme):
+            return VulkanQuantizer().set_global(get_symmetric_quantization_config())
+
+    module, inputs = build_module(Q2D), make_inputs(Q2D)
+    with pytest.raises(QuantUnsupported, match="VulkanQuantizer annotated no op.*linear.*float"):
+        quantize(Q2D, module, inputs, VulkanQuantizerOnly())
 
 
 def test_matrix_has_quant_and_sqnr_columns():

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from . import register
-from .base import Backend, QuantUnsupported
+from .base import Backend
 from .vulkan_contract import check_graph
 
 
@@ -27,15 +27,12 @@ class Vulkan(Backend):
         return [VulkanPartitioner()]
 
     def quantizer(self, scheme: str):
-        # VulkanQuantizer's static config is 8-bit symmetric per-channel weights with per-tensor
-        # activations; it has no per-tensor weight config.
-        if scheme != "int8_per_channel":
-            raise QuantUnsupported(
-                f"VulkanQuantizer has no {scheme} config (only per-channel symmetric int8 weights)")
-        from executorch.backends.vulkan.quantizer.vulkan_quantizer import (
-            VulkanQuantizer, get_symmetric_quantization_config)
+        # VulkanQuantizer (1.5.1) annotates only linear. ExecuTorch quantizes conv for Vulkan with
+        # XNNPACKQuantizer (test_vulkan_delegate.py, ..._xnnpack_pt2e_quantized_conv_sequence);
+        # the partitioner then fuses q -> conv -> dq into et_vk.q8ta_conv2d. Same here.
+        from .xnnpack import Xnnpack
 
-        return VulkanQuantizer().set_global(get_symmetric_quantization_config(is_dynamic=False))
+        return Xnnpack().quantizer(scheme)
 
     def contract_violations(self, edge_manager) -> list[str]:
         return [str(v) for g in vk_graphs(edge_manager) for v in check_graph(g)]

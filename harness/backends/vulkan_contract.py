@@ -93,12 +93,20 @@ def _check_aten_convolution(graph, op) -> list[Violation]:
     return out
 
 
+# et_vk.q8ta_conv2d* (custom_ops_lib.py): x, input_scale, input_zero_point, weights, weight_sums,
+# weight_scales, output_scale, output_zero_point, bias, kernel_size, stride, padding, dilation, ...
+Q8TA_INT_LISTS = {9: "kernel_size", 10: "stride", 11: "padding", 12: "dilation"}
+
+
 def _check_custom_conv(graph, op) -> list[Violation]:
-    """Quantized / fused conv ops (et_vk.*): every int list a 2D conv reads must have length 2."""
+    """Quantized / fused conv ops (et_vk.*): every int list a 2D conv reads must have length 2
+    (Q8taConv2d.cpp reads them through make_ivec2)."""
     tensors = [v for v in (_value(graph, a) for a in op.args) if _kind(v) == "VkTensor"]
     if not tensors or len(tensors[0].dims) != 4:
         return []
-    return [Violation("ivec2", op.name, f"int-list argument #{i} {list(v.items)} has length "
-                                        f"{len(v.items)}, 2D conv needs 2")
+    names = Q8TA_INT_LISTS if "q8ta_conv2d" in op.name else {}
+    return [Violation("ivec2", op.name, f"{names.get(i, f'int-list argument #{i}')} IntList "
+                                        f"{list(v.items)} has length {len(v.items)}, 2D conv needs 2 "
+                                        f"(utils::make_ivec2 asserts (ints.size() == 2) is false)")
             for i, v in ((i, _value(graph, a)) for i, a in enumerate(op.args))
             if _kind(v) == "IntList" and len(v.items) != 2]
