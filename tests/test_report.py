@@ -113,3 +113,16 @@ def test_report_renders_filters_and_opens_details_in_chromium(run_dir, tmp_path)
         assert 1 <= page.locator("#cells tr.cellrow:visible").count() < 6
         page.screenshot(path=str(tmp_path / "report.png"))  # kept out of git (tmp)
         browser.close()
+
+
+def test_save_failures_grows_the_corpus_with_expected_statuses(run_dir, tmp_path):
+    from harness.corpus import entries, save_failures
+
+    df = matrix.read(run_dir)
+    target = tmp_path / "found.json"
+    assert save_failures(df, CASES, target) == 1  # only the "valid" case has a failing cell
+    saved = entries(target)
+    assert saved[0]["case"]["padding"] == "valid"
+    assert saved[0]["expect"]["vulkan"] == "CONTRACT_VIOLATION"
+    assert saved[0]["expect"]["xnnpack"] == "PASS"
+    assert save_failures(df, CASES, target) == 0  # idempotent
