@@ -47,14 +47,21 @@ def tag(task: dict) -> str:
     return f"{task['case_id']}|{task['backend']}|{task['fixes']}"
 
 
+def key(task: dict) -> tuple:
+    return task["case_id"], task["backend"], task["fixes"]
+
+
+def fix_list(task: dict) -> list[str]:
+    return [f for f in task["fixes"].split(",") if f]
+
+
 def work(task: dict) -> dict:
     """Runs in a worker process."""
     from .pipeline import run_cell
 
     workers.mark(tag(task))
     cache = Cache(task["cache_dir"]) if task.get("cache_dir") else None
-    fixes = [f for f in task["fixes"].split(",") if f]
-    return run_cell(ConvCase.from_dict(task["case"]), task["backend"], fixes, cache)
+    return run_cell(ConvCase.from_dict(task["case"]), task["backend"], fix_list(task), cache)
 
 
 def header(config: RunConfig, n_cases: int) -> dict:
@@ -66,11 +73,11 @@ def header(config: RunConfig, n_cases: int) -> dict:
 
 
 def execute(out_dir: Path, config: RunConfig, cases: list[ConvCase], *,
-            progress: bool = True, done_rows: list[dict] | None = None) -> "matrix.pd.DataFrame":
+            progress: bool = True, done_rows: list[dict] | None = None):
     tasks = cells(cases, config)
     done_rows = done_rows or []
     done = {journal_mod.cell_key(r) for r in done_rows}
-    todo = [t for t in tasks if (t["case_id"], t["backend"], t["fixes"]) not in done]
+    todo = [t for t in tasks if key(t) not in done]
     log_dir = str(out_dir / "logs")
     cache = Cache(config.cache_dir) if config.cache_dir else None
     for t in todo:
@@ -79,9 +86,7 @@ def execute(out_dir: Path, config: RunConfig, cases: list[ConvCase], *,
     rows = {journal_mod.cell_key(r): r for r in done_rows}
     t0 = time.perf_counter()
     bar = _progress(len(tasks), len(done_rows), progress)
-    from .pipeline import crash_row
-
-    from .pipeline import cached_row
+    from .pipeline import cached_row, crash_row
 
     def record(row: dict) -> None:
         journal.append(row)
@@ -91,8 +96,8 @@ def execute(out_dir: Path, config: RunConfig, cases: list[ConvCase], *,
 
     need_worker = []
     for t in todo:  # cached static verdicts need no worker, only executions do
-        row = cached_row(ConvCase.from_dict(t["case"]), t["backend"],
-                         [f for f in t["fixes"].split(",") if f], cache) if cache else None
+        row = cached_row(ConvCase.from_dict(t["case"]), t["backend"], fix_list(t),
+                         cache) if cache else None
         if row is None:
             need_worker.append(t)
         else:
@@ -101,13 +106,11 @@ def execute(out_dir: Path, config: RunConfig, cases: list[ConvCase], *,
                                         timeout=config.timeout, log_dir=log_dir):
         if row is None:
             said = workers.crash_output(log_dir, tag(task))
-            row = crash_row(ConvCase.from_dict(task["case"]), task["backend"],
-                            [f for f in task["fixes"].split(",") if f],
+            row = crash_row(ConvCase.from_dict(task["case"]), task["backend"], fix_list(task),
                             death + (f"; it printed: {said}" if said else ""), cache)
         record(row)
     bar.close()
-    ordered = [rows[(t["case_id"], t["backend"], t["fixes"])] for t in tasks
-               if (t["case_id"], t["backend"], t["fixes"]) in rows]
+    ordered = [rows[key(t)] for t in tasks if key(t) in rows]
     df = matrix.frame(ordered)
     matrix.write(df, out_dir)
     meta = json.loads((out_dir / "run.json").read_text())

@@ -98,3 +98,15 @@ def test_resume_after_kill_equals_uninterrupted_run(tmp_path):
     b = pd.read_csv(full / "matrix.csv")[cols]
     pd.testing.assert_frame_equal(a, b)
     assert len(read(journal).rows) == len(CASES) and not read(journal).problems
+
+
+def test_a_hung_cell_becomes_a_crash_row_and_the_run_completes(tmp_path):
+    from harness import runner
+
+    config = runner.RunConfig(backends=["vulkan"], fixes=[], profile="ci", max_examples=0, seed=0,
+                              jobs=1, timeout=0.5, cache_dir=None)  # far less than one lowering
+    runner.start(tmp_path, config, CASES[:2])
+    df = runner.execute(tmp_path, config, CASES[:2], progress=False)
+    assert list(df["status"]) == ["CRASH", "CRASH"]
+    assert df["message"].str.contains("timeout: cell did not finish within 0.5 s").all()
+    assert len(read(tmp_path / "journal.jsonl").rows) == 2
