@@ -7,7 +7,10 @@ Modelled on ExecuTorch's runtime source (backends/vulkan/runtime/graph/ops/impl/
 - Pointwise 1x1 (Conv2dPW.cpp) and QuantizedConvolution.cpp read ``list->at(1)``: a length-1 list
   is an out-of-range error there instead of the assert; same cause, different symptom.
 - Conv1d paths read only ``->at(0)``: a length-1 list is legal for conv1d.
-- Further rejections: transposed conv with dilation > 1; input batch > 1; non-constant weights.
+- Further rejections: transposed conv with dilation > 1; input batch > 1; non-constant weights
+  (add_conv1d_node / prepack_weights go through ``prepack_standard(weight, passthrough=false)``,
+  which is ``VK_CHECK_COND(graph.val_is_tref(weight))``: a weight dequantized inside the graph,
+  as quantized conv1d gets, is refused).
 The partitioner checks none of this, so a violation here is what the runtime would abort on.
 """
 
