@@ -111,10 +111,7 @@ def cmd_repro(args) -> int:
         hit = df[(df.case_id == args.case_id) & (df.backend == args.backend) & (df.fixes == fixes)]
         if len(hit):
             status, message = hit.iloc[0]["status"], hit.iloc[0]["message"] or ""
-    try:
-        text = repro.script(cases[args.case_id], args.backend, fixes, status, message)
-    except ValueError as e:
-        raise UsageError(str(e)) from None
+    text = repro.script(cases[args.case_id], args.backend, fixes, status, message)
     out = args.dir / "repro"
     out.mkdir(exist_ok=True)
     path = out / repro_name(args.case_id, args.backend, fixes)

@@ -14,9 +14,6 @@ from .status import Status
 
 
 def script(case: ConvCase, backend: str, fixes: str, status: str = "?", message: str = "") -> str:
-    if case.quant and backend != "xnnpack":
-        raise ValueError(f"no standalone repro for quantized {backend} cells "
-                         f"(their quantizer annotates no conv; the status is from quantization)")
     kwargs = ", ".join(f"{k}={v!r}" for k, v in module_kwargs(case).items())
     return environment().get_template("repro.py.j2").render(
         case_id=case.case_id, backend=backend, fixes=fixes, status=status, message=message,
@@ -40,10 +37,7 @@ def write_for_run(run_dir: str | os.PathLike, df) -> int:
     for r in df.itertuples():
         if r.status in (Status.PASS.value, Status.INVALID.value) or r.case_id not in cases:
             continue
-        try:
-            text = script(cases[r.case_id], r.backend, r.fixes, r.status, r.message or "")
-        except ValueError:
-            continue
+        text = script(cases[r.case_id], r.backend, r.fixes, r.status, r.message or "")
         (out / repro_name(r.case_id, r.backend, r.fixes)).write_text(text)
         n += 1
     return n

@@ -126,3 +126,12 @@ def test_save_failures_grows_the_corpus_with_expected_statuses(run_dir, tmp_path
     assert saved[0]["expect"]["vulkan"] == "CONTRACT_VIOLATION"
     assert saved[0]["expect"]["xnnpack"] == "PASS"
     assert save_failures(df, CASES, target) == 0  # idempotent
+
+
+def test_repro_of_a_quantized_vulkan_cell(tmp_path):
+    case = ConvCase(dim=2, in_channels=8, out_channels=8, kernel_size=3, padding="valid",
+                    input_shape=(1, 8, 12, 12), quant="int8_per_channel")
+    path = tmp_path / "q.py"
+    path.write_text(repro.script(case, "vulkan", "", "CONTRACT_VIOLATION"))
+    assert run_script(path) == [
+        "STATUS: CONTRACT_VIOLATION (et_vk.q8ta_conv2d.default padding IntList [0] has length 1)"]
