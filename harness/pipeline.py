@@ -39,15 +39,26 @@ def base_row(case: ConvCase, backend: str, fix_names: list[str]) -> dict:
 
 
 def _first_line(e: BaseException) -> str:
-    """The error's first line; a bare ``assert`` (no message) is named by where it failed."""
+    """The error's first line, then its root cause's (pass managers wrap the real error);
+    a bare ``assert`` (no message) is named by where it failed."""
+    text = _describe(e)
+    root = e
+    while root.__cause__ is not None and root.__cause__ is not root:
+        root = root.__cause__
+    if root is not e:
+        text += f" <- {_describe(root)}"
+    return text[:600]
+
+
+def _describe(e: BaseException) -> str:
     lines = [ln for ln in str(e).strip().splitlines() if ln.strip()]
     if lines:
-        return f"{type(e).__name__}: {lines[0]}"[:500]
+        return f"{type(e).__name__}: {lines[0]}"
     frame = traceback.extract_tb(e.__traceback__)[-1] if e.__traceback__ else None
     if frame is None:
         return type(e).__name__
     where = frame.filename.split("site-packages/")[-1]
-    return f"{type(e).__name__} at {where}:{frame.lineno}: {frame.line}"[:500]
+    return f"{type(e).__name__} at {where}:{frame.lineno}: {frame.line}"
 
 
 def prepare(case: ConvCase, backend_name: str, fix_names: list[str]) -> dict:
