@@ -125,9 +125,7 @@ def run_cell(case: ConvCase, backend_name: str, fix_names: list[str],
     if entry["status"]:
         return _done(row, t0)
     if not backend.runtime_available():
-        row.update(status=Status.NO_RUNTIME.value, phase="execute",
-                   message=f"{backend.runtime_name} is not registered in the installed runtime")
-        return _done(row, t0)
+        return _done(_no_runtime(row, backend), t0)
 
     refs = entry["refs"]
     row["phase"] = "execute"
@@ -159,10 +157,13 @@ def cached_row(case: ConvCase, backend_name: str, fix_names: list[str], cache: C
     row = base_row(case, backend_name, fix_names)
     row.update({n: v for n, v in meta.items() if n in row})
     row["cached"] = True
-    if not meta["status"]:
-        row.update(status=Status.NO_RUNTIME.value, phase="execute",
-                   message=f"{backend.runtime_name} is not registered in the installed runtime")
-    return _done(row, t0)
+    return _done(row if meta["status"] else _no_runtime(row, backend), t0)
+
+
+def _no_runtime(row: dict, backend) -> dict:
+    row.update(status=Status.NO_RUNTIME.value, phase="execute",
+               message=f"{backend.runtime_name} is not registered in the installed runtime")
+    return row
 
 
 def _done(row: dict, t0: float) -> dict:

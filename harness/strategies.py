@@ -87,6 +87,6 @@ def quant_cases(schemes=("int8_per_tensor", "int8_per_channel")):
     return conv_cases(quant=st.sampled_from(schemes), transposed=st.just(False))
 
 
-def mixed_cases(quant_fraction_hint: bool = True):
+def mixed_cases():
     """The default generator of ``harness run``: fp32 and int8 cases together."""
-    return st.one_of(conv_cases(), quant_cases()) if quant_fraction_hint else conv_cases()
+    return st.one_of(conv_cases(), quant_cases())
