@@ -1,0 +1,20 @@
+"""The benchmark script keeps working (its numbers are read by people, not asserted on)."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parent.parent / "benchmarks" / "bench.py"
+
+
+@pytest.mark.slow
+def test_benchmark_runs_all_three_ways():
+    proc = subprocess.run([sys.executable, str(BENCH), "--cases", "2", "--backends", "xnnpack",
+                           "--jobs", "1"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = proc.stdout
+    for label in ("naive:", "cold:", "warm:", "cold vs naive:", "warm vs cold:", "peak RSS:"):
+        assert label in out, out
+    assert "2 cases x 1 backends = 2 cells" in out
