@@ -7,7 +7,6 @@ stderr, ``convconf: error: ...``, exit 2, before anything in the output folder i
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 import warnings

@@ -12,7 +12,7 @@ import traceback
 
 import torch
 
-from . import backends, fixes as fix_registry, versions
+from . import backends, versions
 from .build import build_module, eager_check, make_inputs
 from .cache import Cache, key as cache_key
 from .compare import compare

@@ -6,8 +6,6 @@ from hypothesis import strategies as st
 from conftest import lowering_examples
 from harness.backends import get
 from harness.backends.base import registered_runtime_backends
-from harness.backends.vulkan import vk_graphs
-from harness.backends.vulkan_contract import check_graph
 from harness.pipeline import prepare, run_cell
 from harness.spec import ConvCase
 from harness.strategies import conv_cases

@@ -48,8 +48,6 @@ def test_fp32_tolerance_rule():
 
 
 def test_vulkan_quantized_conv2d_lowers_to_q8ta_and_shares_the_padding_bug():
-    from harness.backends.vulkan import vk_graphs  # noqa: F401 (the lane under test)
-
     good = run_cell(Q2D, "vulkan", [])
     assert good["status"] == ("PASS" if get_backend("vulkan").runtime_available() else "NO_RUNTIME")
     assert "quantized_decomposed.quantize_per_tensor" in good["delegated_ops"]

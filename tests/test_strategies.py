@@ -1,4 +1,4 @@
-from hypothesis import given, settings
+from hypothesis import given
 
 from harness.build import eager_check
 from harness.generate import generate

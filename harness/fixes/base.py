@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import contextlib
 
+import torch
+
 
 class Fix:
     name: str = ""
@@ -22,3 +24,8 @@ class Fix:
 
     def patch(self):
         return contextlib.nullcontext()
+
+
+def is_call(node, name: str) -> bool:
+    """``node`` is an FX call of an op whose qualified name contains ``name``."""
+    return isinstance(node, torch.fx.Node) and node.op == "call_function" and name in str(node.target)

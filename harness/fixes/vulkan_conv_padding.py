@@ -11,21 +11,17 @@ from __future__ import annotations
 from torch.fx.passes.infra.pass_base import PassBase, PassResult
 
 from . import register
-from .base import Fix
+from .base import Fix, is_call
 
 # aten.convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
 INT_LIST_ARGS = (3, 4, 5, 7)
-
-
-def _is_convolution(node) -> bool:
-    return node.op == "call_function" and "aten.convolution" in str(node.target)
 
 
 class BroadcastConvIntListsPass(PassBase):
     def call(self, graph_module) -> PassResult:
         modified = False
         for node in graph_module.graph.nodes:
-            if not _is_convolution(node):
+            if not is_call(node, "aten.convolution"):
                 continue
             rank = node.args[0].meta["val"].dim() - 2
             args = list(node.args)

@@ -17,17 +17,13 @@ import torch
 from torch.fx.passes.infra.pass_base import PassBase, PassResult
 
 from . import register
-from .base import Fix
+from .base import Fix, is_call
 
 
 def _edge_ops():
     from executorch.exir.dialects._ops import ops as exir_ops
 
     return exir_ops.edge
-
-
-def _is(node, name: str) -> bool:
-    return isinstance(node, torch.fx.Node) and node.op == "call_function" and name in str(node.target)
 
 
 def _val(arg):
@@ -44,10 +40,10 @@ def _refresh_meta(node) -> None:
 def foldable(conv) -> tuple | None:
     """(pad node, left, right) when ``conv`` is a quantized stride-1 conv1d behind a zero
     temporal-only pad of unequal sides."""
-    if not _is(conv, "aten.convolution"):
+    if not is_call(conv, "aten.convolution"):
         return None
     pad, weight = conv.args[0], conv.args[1]
-    if not _is(pad, "constant_pad_nd") or len(pad.users) != 1 or not _is(pad.args[0], "dequantize"):
+    if not is_call(pad, "constant_pad_nd") or len(pad.users) != 1 or not is_call(pad.args[0], "dequantize"):
         return None  # only the quantized pattern of the bug; fp32 "same" is left as exported
     amounts = list(pad.args[1])
     value = pad.args[2] if len(pad.args) > 2 else 0
@@ -75,7 +71,7 @@ class FoldTemporalPadIntoConv1dPass(PassBase):
             start = widest - left
 
             users = list(conv.users)
-            quant = users[0] if len(users) == 1 and _is(users[0], "quantize_per_tensor") else None
+            quant = users[0] if len(users) == 1 and is_call(users[0], "quantize_per_tensor") else None
             with graph.inserting_after(conv):
                 if quant is not None:
                     qparams = tuple(quant.args[1:])
@@ -96,7 +92,7 @@ class FoldTemporalPadIntoConv1dPass(PassBase):
             if quant is not None:
                 quant.args = (crop, *quant.args[1:])
             else:
-                conv.replace_all_uses_with(crop, delete_user_cb=lambda u: u is not crop)
+                conv.replace_all_uses_with(crop, delete_user_cb=lambda u, crop=crop: u is not crop)
             graph.erase_node(pad)
             modified = True
         if modified:
