@@ -6,7 +6,11 @@ HYPOTHESIS_PROFILE=nightly runs hundreds of examples per property.
 
 import logging
 import os
+import shutil
 import warnings
+from pathlib import Path
+
+import pytest
 
 from hypothesis import HealthCheck, settings
 
@@ -29,3 +33,41 @@ def pytest_sessionfinish(session, exitstatus):
     if exitstatus == 5:  # no tests collected: a failure, said out loud
         print("\nconvconf: pytest collected no tests; that is a failure, not a pass")
         session.exitstatus = 1
+
+
+# The ExecuTorch source for the Vulkan runtime build: $CONVCONF_EXECUTORCH_SRC when set (.ci/run
+# sets it), else the project machines' layout, shared/executorch-src beside the checkout; a user
+# elsewhere gets the wheel's own commit through git (harness/runtimes/source.py).
+_SHARED_SRC = Path(__file__).resolve().parent.parent / "shared" / "executorch-src"
+if not os.environ.get("CONVCONF_EXECUTORCH_SRC") and _SHARED_SRC.is_dir():
+    os.environ["CONVCONF_EXECUTORCH_SRC"] = str(_SHARED_SRC)
+
+
+@pytest.fixture(scope="session")
+def vulkan_runtime():
+    """The Vulkan runtime plug-in, built for the installed wheel (or taken from the cache: one
+    xdist worker builds, the others wait on its lock) and loaded into this process. In CI a
+    failure to build fails the tests that need it; elsewhere they skip, saying why."""
+    from harness.runtimes import RuntimeBuildError, load, vulkan
+
+    try:
+        manifest = vulkan.build(log=lambda line: print(f"vulkan runtime: {line}"))
+    except RuntimeBuildError as e:
+        if os.environ.get("CI"):
+            pytest.fail(f"the Vulkan runtime must build in CI: {e}")
+        pytest.skip(f"no Vulkan runtime: {e}")
+    assert load.load(manifest.library), "the plug-in loaded but VulkanBackend is not registered"
+    return manifest
+
+
+@pytest.fixture(scope="session")
+def chromium():
+    """Debian's chromium for the report's browser test, installed through apt when missing."""
+    from harness.runtimes import RuntimeBuildError, toolchain
+
+    if not shutil.which("chromium"):
+        try:
+            toolchain.ensure_packages(["chromium"])
+        except RuntimeBuildError as e:
+            pytest.fail(f"the browser test needs Debian's chromium: {e}")
+    return shutil.which("chromium")

@@ -15,8 +15,6 @@ import shutil
 import tempfile
 from pathlib import Path
 
-import torch
-
 from . import versions
 
 
@@ -40,6 +38,8 @@ class Cache:
         return self.root / k[:2] / k
 
     def load(self, k: str) -> dict | None:
+        import torch  # here, not at import: `runtime build` must not pay for torch
+
         path = self._path(k)
         try:
             entry = json.loads((path / "meta.json").read_text())
@@ -58,6 +58,8 @@ class Cache:
             return None
 
     def store(self, k: str, entry: dict) -> None:
+        import torch
+
         final = self._path(k)
         final.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=".tmp-"))

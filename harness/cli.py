@@ -1,4 +1,4 @@
-"""Command line: ``python -m harness {run,report,repro,diff}``.
+"""Command line: ``python -m harness {run,report,repro,diff,runtime}``.
 
 Bad input (malformed case file, unknown backend/fix, unreadable results) ends in one line on
 stderr, ``convconf: error: ...``, exit 2, before anything in the output folder is touched.
@@ -53,6 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="exit 1 when any cell is not PASS or NO_RUNTIME")
     r.add_argument("--save-failures", metavar="FILE.json",
                    help="add the cases of non-PASS/NO_RUNTIME cells to this case file")
+    r.add_argument("--vulkan-runtime", default="auto", metavar="auto|PATH|none",
+                   help="Vulkan runtime plug-in to execute the Vulkan lane with (default: the one "
+                   "built for the installed executorch, if any)")
     r.add_argument("--no-progress", action="store_true")
     r.add_argument("--no-report", action="store_true")
     r.set_defaults(func=cmd_run)
@@ -73,6 +76,19 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("new", type=Path)
     d.add_argument("--out", type=Path, help="diff.csv path (default: NEW/diff.csv)")
     d.set_defaults(func=cmd_diff)
+
+    rt = sub.add_parser("runtime", help="build or inspect native runtime plug-ins")
+    rts = rt.add_subparsers(dest="action", required=True, parser_class=_Parser)
+    b = rts.add_parser("build", help="build a runtime plug-in for the installed executorch")
+    b.add_argument("name", choices=["vulkan"])
+    b.add_argument("--source", metavar="DIR|TARBALL", help="ExecuTorch source (default: "
+                   "$CONVCONF_EXECUTORCH_SRC, else a git fetch of the wheel's commit)")
+    b.add_argument("--jobs", type=int, help="parallel compile jobs (default: cores)")
+    b.add_argument("--cache", dest="cache_dir", help="cache folder (default: $CONVCONF_CACHE)")
+    b.set_defaults(func=cmd_runtime_build)
+    st = rts.add_parser("status", help="installed plug-ins, registered backends, Vulkan device")
+    st.add_argument("--cache", dest="cache_dir")
+    st.set_defaults(func=cmd_runtime_status)
     return p
 
 
@@ -110,7 +126,8 @@ def cmd_repro(args) -> int:
         hit = df[(df.case_id == args.case_id) & (df.backend == args.backend) & (df.fixes == fixes)]
         if len(hit):
             status, message = hit.iloc[0]["status"], hit.iloc[0]["message"] or ""
-    text = repro.script(cases[args.case_id], args.backend, fixes, status, message)
+    text = repro.script(cases[args.case_id], args.backend, fixes, status, message,
+                        repro.run_runtime_library(args.dir))
     out = args.dir / "repro"
     out.mkdir(exist_ok=True)
     path = out / repro_name(args.case_id, args.backend, fixes)
@@ -134,9 +151,33 @@ def cmd_diff(args) -> int:
     return EXIT_FINDINGS if counts.get("regressed", 0) else EXIT_OK
 
 
+def cmd_runtime_build(args) -> int:
+    from .runtimes import RuntimeBuildError, vulkan
+
+    try:
+        m = vulkan.build(args.source, args.jobs, args.cache_dir,
+                         log=lambda line: print(f"runtime build: {line}", file=sys.stderr))
+    except RuntimeBuildError as e:
+        raise UsageError(str(e)) from None
+    how = "cache hit" if m.cached else f"built in {m.build_seconds:g} s {m.phase_seconds}"
+    print(f"{m.library} ({how}; source {m.source_commit[:12]}, sha256 {m.library_sha256[:16]})")
+    if m.skew_note:
+        print(f"note: {m.skew_note}")
+    return EXIT_OK
+
+
+def cmd_runtime_status(args) -> int:
+    from .runtimes.load import status_lines
+
+    print("\n".join(status_lines(args.cache_dir)))
+    return EXIT_OK
+
+
 def cmd_run(args) -> int:
     from . import generate, runner
     from .cache import default_dir
+    from .runtimes import RuntimeBuildError
+    from .runtimes.load import resolve as resolve_runtime
     from .spec import CaseError, load_cases
 
     # Everything that can be wrong with the input is checked before the run folder is touched.
@@ -147,6 +188,8 @@ def cmd_run(args) -> int:
         config, cases = runner.load_run(out)
         if args.jobs:
             config.jobs = args.jobs
+        if config.vulkan_runtime and not Path(config.vulkan_runtime).is_file():
+            raise UsageError(f"--resume {out}: its Vulkan runtime {config.vulkan_runtime} is gone")
         from . import journal
 
         read = journal.read(out / "journal.jsonl")
@@ -181,9 +224,14 @@ def cmd_run(args) -> int:
         if jobs < 1:
             raise UsageError("run: --jobs must be >= 1")
         cache_dir = None if args.no_cache else str(args.cache_dir or default_dir())
+        try:
+            vulkan_runtime = resolve_runtime(args.vulkan_runtime) if "vulkan" in backends else None
+        except RuntimeBuildError as e:
+            raise UsageError(str(e)) from None
         config = runner.RunConfig(backends=backends, fixes=fixes, profile=args.profile,
                                   max_examples=n, seed=args.seed, case_files=list(args.cases),
-                                  timeout=args.timeout, jobs=jobs, cache_dir=cache_dir)
+                                  timeout=args.timeout, jobs=jobs, cache_dir=cache_dir,
+                                  vulkan_runtime=vulkan_runtime)
         cases = listed + [c for c in generate.generate(n, args.seed)
                           if c.case_id not in {x.case_id for x in listed}]
         runner.start(out, config, cases)
@@ -213,6 +261,12 @@ def _print_summary(df, out: Path) -> None:
     print(matrix.status_counts(df).to_string())
     for line in matrix.fix_summary_lines(df):
         print(line)
+    agree = matrix.agreement(df)
+    if len(agree):
+        print("\nstatic contract check vs the runtime (executed cells):")
+        print(agree.to_string(index=False))
+    for line in matrix.isolation_lines(df):
+        print(f"isolation finding: {line}")
     print(f"{len(df)} cells -> {out / 'matrix.csv'}")
 
 

@@ -57,8 +57,7 @@ def read(path: str | os.PathLike) -> pd.DataFrame:
 
 def status_counts(df: pd.DataFrame) -> pd.DataFrame:
     """Status counts per (backend, fixes); columns in pipeline order."""
-    lane = df["backend"] + df["fixes"].map(lambda f: f" +{f}" if f else " (stock)")
-    table = pd.crosstab(lane.rename("lane"), df["status"])
+    table = pd.crosstab(lane_names(df), df["status"])
     return table.reindex(columns=[s for s in STATUS_ORDER if s in table.columns])
 
 
@@ -87,3 +86,37 @@ def fix_summary_lines(df: pd.DataFrame) -> list[str]:
         lines.append(f"{fixes} on {backend}: changed {int(changed['cells'].sum())}/{total} "
                      f"cells: {moves}")
     return lines
+
+
+def agreement(df: pd.DataFrame) -> pd.DataFrame:
+    """Per lane, the static contract check against what the runtime did, executed cells only:
+    a predicted-but-passed or an unpredicted failure is a finding about the contract model."""
+    from .status import EXECUTED, Status
+
+    cols = ["lane", "predicted_and_failed", "predicted_but_passed", "unpredicted_failures",
+            "clean_and_passed", "executed"]
+    if "predicted" not in df.columns:
+        return pd.DataFrame(columns=cols)
+    ran = df[df["status"].isin([s.value for s in EXECUTED]) & df["predicted"].notna()]
+    rows = []
+    for lane_name, sub in ran.groupby(lane_names(ran)):
+        flagged = sub["predicted"] == Status.CONTRACT_VIOLATION.value
+        passed = sub["status"] == Status.PASS.value
+        rows.append({"lane": lane_name, "predicted_and_failed": int((flagged & ~passed).sum()),
+                     "predicted_but_passed": int((flagged & passed).sum()),
+                     "unpredicted_failures": int((~flagged & ~passed).sum()),
+                     "clean_and_passed": int((~flagged & passed).sum()), "executed": len(sub)})
+    return pd.DataFrame(rows, columns=cols)
+
+
+def lane_names(df: pd.DataFrame) -> pd.Series:
+    return (df["backend"] + df["fixes"].map(lambda f: f" +{f}" if f else " (stock)")).rename("lane")
+
+
+def isolation_lines(df: pd.DataFrame) -> list[str]:
+    """Cells whose outcome in a reused worker differed from their outcome alone."""
+    if "isolation" not in df.columns:
+        return []
+    odd = df[df["isolation"].fillna("").str.startswith("DIFFERS")]
+    return [f"{r.case_id} on {r.backend}{' +' + r.fixes if r.fixes else ''}: {r.isolation}"
+            for r in odd.itertuples()]

@@ -20,7 +20,7 @@ from .execute import RuntimeFailure, run_pte
 from .lower import lower
 from .quantize import output_qparams, quantize
 from .spec import ConvCase
-from .status import Status
+from .status import STATIC_FINAL, Status
 
 METRIC_COLUMNS = ("max_abs_error", "max_rel_error", "mae", "sqnr_db", "max_abs_error_vs_float",
                   "error_steps", "tolerance", "out_shape", "ref_shape")
@@ -31,7 +31,8 @@ def base_row(case: ConvCase, backend: str, fix_names: list[str]) -> dict:
     row.update(case.to_dict())
     row.update(padding_spelling=case.padding_spelling, kernel_parity=case.kernel_parity)
     row.update({c: None for c in METRIC_COLUMNS})
-    row.update(status=None, phase=None, message="", delegated_ops={}, undelegated_ops={},
+    row.update(status=None, phase=None, message="", predicted=None, isolation="",
+               delegated_ops={}, undelegated_ops={},
                contract_violations=[], pte_size_kb=None, quantize_time_s=None,
                lower_time_s=None, run_time_s=None, cell_time_s=None, cached=False,
                executorch_version=versions.stack()["executorch"])
@@ -121,18 +122,16 @@ def run_cell(case: ConvCase, backend_name: str, fix_names: list[str],
         entry = prepare(case, backend_name, fix_names)
         if cache:
             cache.store(k, entry)
-    row.update({n: v for n, v in entry.items() if n in row})
-    if entry["status"]:
+    _static(row, entry)
+    if _finished_without_runtime(row, backend):
         return _done(row, t0)
-    if not backend.runtime_available():
-        return _done(_no_runtime(row, backend), t0)
 
     refs = entry["refs"]
     row["phase"] = "execute"
     try:
         outputs, row["run_time_s"] = run_pte(entry["pte"], refs["inputs"])
     except RuntimeFailure as e:
-        row.update(status=Status.CRASH.value, message=f"runtime error: {e}")
+        row.update(status=Status.RUNTIME_ERROR.value, message=str(e))
         return _done(row, t0)
     row["phase"] = "compare"
     verdict = compare(outputs[0], refs["ref"], float_ref=refs.get("float_ref"),
@@ -151,19 +150,32 @@ def cached_row(case: ConvCase, backend_name: str, fix_names: list[str], cache: C
     meta = cache.load_meta(cache_key(case.case_id, backend_name, fix_names))
     if meta is None:
         return None
-    backend = backends.get(backend_name)
-    if not meta["status"] and backend.runtime_available():
-        return None
     row = base_row(case, backend_name, fix_names)
-    row.update({n: v for n, v in meta.items() if n in row})
+    _static(row, meta)
     row["cached"] = True
-    return _done(row if meta["status"] else _no_runtime(row, backend), t0)
+    return _done(row, t0) if _finished_without_runtime(row, backends.get(backend_name)) else None
 
 
-def _no_runtime(row: dict, backend) -> dict:
-    row.update(status=Status.NO_RUNTIME.value, phase="execute",
-               message=f"{backend.runtime_name} is not registered in the installed runtime")
-    return row
+def _static(row: dict, entry: dict) -> None:
+    """Copy the cached static stages into the row; the contract check becomes ``predicted``."""
+    row.update({n: v for n, v in entry.items() if n in row})
+    if entry["status"] is None or entry["status"] == Status.CONTRACT_VIOLATION.value:
+        row["predicted"] = Status.CONTRACT_VIOLATION.value if entry.get("contract_violations") \
+            else "clean"
+
+
+def _finished_without_runtime(row: dict, backend) -> bool:
+    """True (row final) unless the cell is to execute: a static verdict that execution cannot
+    change, or no runtime (then a predicted violation stays CONTRACT_VIOLATION, else NO_RUNTIME)."""
+    if row["status"] in {s.value for s in STATIC_FINAL}:
+        return True
+    if backend.runtime_available():
+        row.update(status=None, message="")
+        return False
+    if not row["status"]:
+        row.update(status=Status.NO_RUNTIME.value, phase="execute",
+                   message=f"{backend.runtime_name} is not registered in the installed runtime")
+    return True
 
 
 def _done(row: dict, t0: float) -> dict:
@@ -178,6 +190,6 @@ def crash_row(case: ConvCase, backend_name: str, fix_names: list[str], message: 
     row = base_row(case, backend_name, fix_names)
     meta = cache.load_meta(cache_key(case.case_id, backend_name, fix_names)) if cache else None
     if meta:
-        row.update({n: v for n, v in meta.items() if n in row and n not in ("status", "message")})
+        _static(row, meta)
     row.update(status=Status.CRASH.value, message=message)
     return row

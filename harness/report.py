@@ -20,7 +20,7 @@ from .status import ORDER
 TEMPLATES = Path(__file__).resolve().parent.parent / "reports" / "templates"
 COLORS = {"INVALID": "#9e9e9e", "LOWER_ERROR": "#8e24aa", "NOT_DELEGATED": "#fb8c00",
           "CONTRACT_VIOLATION": "#e53935", "NO_RUNTIME": "#90caf9", "CRASH": "#000000",
-          "MISMATCH": "#c62828", "PASS": "#43a047"}
+          "RUNTIME_ERROR": "#6d4c41", "MISMATCH": "#c62828", "PASS": "#43a047"}
 
 
 def environment() -> jinja2.Environment:
@@ -69,12 +69,13 @@ def write(run_dir: str | os.PathLike) -> Path:
     cells = []
     for i, r in enumerate(df.to_dict(orient="records")):
         script = repro_dir / repro_name(r["case_id"], r["backend"], r["fixes"])
-        metrics = {k: r.get(k) for k in ("max_abs_error", "max_rel_error", "mae", "sqnr_db",
+        metrics = {k: r.get(k) for k in ("predicted", "isolation", "max_abs_error",
+                                         "max_rel_error", "mae", "sqnr_db",
                                          "error_steps", "tolerance", "out_shape", "ref_shape",
                                          "delegated_ops", "undelegated_ops", "pte_size_kb",
                                          "quantize_time_s", "lower_time_s", "run_time_s",
                                          "cell_time_s")
-                   if r.get(k) is not None and r.get(k) == r.get(k)}
+                   if r.get(k) is not None and r.get(k) == r.get(k) and r.get(k) != ""}
         cells.append({"id": i, "case_id": r["case_id"], "lane": r["lane"], "backend": r["backend"],
                       "fixes": r["fixes"], "status": r["status"], "color": COLORS[r["status"]],
                       "message": r.get("message") or "",
@@ -92,6 +93,7 @@ def write(run_dir: str | os.PathLike) -> Path:
                                    + f" --dir {run_dir}"})
     html = environment().get_template("report.html.j2").render(
         header=header, counts=matrix.status_counts(df), fix_lines=matrix.fix_summary_lines(df),
+        agreement=matrix.agreement(df), isolation_lines=matrix.isolation_lines(df),
         heat=heatmap(df), cells=cells, colors=COLORS, statuses=[s.value for s in ORDER],
         backends=sorted(df["backend"].unique()), paddings=sorted(df["padding_spelling"].unique()))
     out = run_dir / "report.html"

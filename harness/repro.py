@@ -13,7 +13,8 @@ from .spec import ConvCase
 from .status import Status
 
 
-def script(case: ConvCase, backend: str, fixes: str, status: str = "?", message: str = "") -> str:
+def script(case: ConvCase, backend: str, fixes: str, status: str = "?", message: str = "",
+           runtime_library: str | None = None) -> str:
     kwargs = ", ".join(f"{k}={v!r}" for k, v in module_kwargs(case).items())
     return environment().get_template("repro.py.j2").render(
         case_id=case.case_id, backend=backend, fixes=fixes, status=status, message=message,
@@ -24,7 +25,7 @@ def script(case: ConvCase, backend: str, fixes: str, status: str = "?", message:
         + [case_seed(case, f"calib{i}") % (2**63) for i in range(3)],
         input_shape=tuple(case.input_shape), quant=case.quant,
         per_channel=case.quant == "int8_per_channel",
-        runtime_name=backends.get(backend).runtime_name)
+        runtime_name=backends.get(backend).runtime_name, runtime_library=runtime_library)
 
 
 def write_for_run(run_dir: str | os.PathLike, df) -> int:
@@ -33,11 +34,12 @@ def write_for_run(run_dir: str | os.PathLike, df) -> int:
     out = run_dir / "repro"
     out.mkdir(exist_ok=True)
     cases = {c.case_id: c for c in load_run_cases(run_dir)}
+    library = run_runtime_library(run_dir)
     n = 0
     for r in df.itertuples():
         if r.status in (Status.PASS.value, Status.INVALID.value) or r.case_id not in cases:
             continue
-        text = script(cases[r.case_id], r.backend, r.fixes, r.status, r.message or "")
+        text = script(cases[r.case_id], r.backend, r.fixes, r.status, r.message or "", library)
         (out / repro_name(r.case_id, r.backend, r.fixes)).write_text(text)
         n += 1
     return n
@@ -49,3 +51,11 @@ def load_run_cases(run_dir: Path) -> list[ConvCase]:
         return [ConvCase.from_dict(c) for c in json.loads(path.read_text())]
     except (OSError, ValueError) as e:
         raise ValueError(f"{path}: cannot read the run's cases ({e})") from None
+
+
+def run_runtime_library(run_dir: Path) -> str | None:
+    """The Vulkan plug-in a run executed with (its run.json), for repro scripts to load."""
+    try:
+        return json.loads((Path(run_dir) / "run.json").read_text()).get("vulkan_runtime")
+    except (OSError, ValueError):
+        return None

@@ -26,6 +26,7 @@ class RunConfig:
     timeout: float | None = 300.0
     jobs: int = 2
     cache_dir: str | None = None
+    vulkan_runtime: str | None = None  # the plug-in library every process loads (None: no runtime)
 
 
 def cells(cases: list[ConvCase], config: RunConfig) -> list[dict]:
@@ -66,8 +67,12 @@ def work(task: dict) -> dict:
 
 def header(config: RunConfig, n_cases: int) -> dict:
     from .backends.base import registered_runtime_backends
+    from .runtimes import load as runtime
 
+    runtime.load(config.vulkan_runtime)
+    extra = {"vulkan": runtime.describe(config.vulkan_runtime)} if "vulkan" in config.backends else {}
     return {"versions": versions.stack(), "registered_backends": list(registered_runtime_backends()),
+            **extra,
             "python": sys.version.split()[0], "started": time.strftime("%Y-%m-%d %H:%M:%S"),
             "argv": sys.argv[1:], "cases": n_cases, **config.__dict__}
 
@@ -87,6 +92,12 @@ def execute(out_dir: Path, config: RunConfig, cases: list[ConvCase], *,
     t0 = time.perf_counter()
     bar = _progress(len(tasks), len(done_rows), progress)
     from .pipeline import cached_row, crash_row
+    from .runtimes.load import load as load_runtime
+    from .status import Status
+
+    load_runtime(config.vulkan_runtime)  # cached_row asks whether the runtime is there
+    pool = dict(jobs=config.jobs, timeout=config.timeout, on_start=load_runtime,
+                on_start_args=(config.vulkan_runtime,))
 
     def record(row: dict) -> None:
         journal.append(row)
@@ -102,12 +113,30 @@ def execute(out_dir: Path, config: RunConfig, cases: list[ConvCase], *,
             need_worker.append(t)
         else:
             record(row)
-    for task, row, death in workers.run(need_worker, work, jobs=config.jobs,
-                                        timeout=config.timeout, log_dir=log_dir):
-        if row is None:
-            said = workers.crash_output(log_dir, tag(task))
-            row = crash_row(ConvCase.from_dict(task["case"]), task["backend"], fix_list(task),
-                            death + (f"; it printed: {said}" if said else ""), cache)
+    def outcome(task, row, death, logs) -> dict:
+        if row is not None:
+            return row
+        said = workers.crash_output(logs, tag(task))
+        return crash_row(ConvCase.from_dict(task["case"]), task["backend"], fix_list(task),
+                         death + (f"; it printed: {said}" if said else ""), cache)
+
+    # A failure in a worker that served earlier cells may be state those cells left behind:
+    # such a cell is re-run alone in a fresh process, and the alone outcome is what is recorded.
+    failed = {Status.CRASH.value, Status.RUNTIME_ERROR.value}
+    shared: dict = {}
+    for task, row, death in workers.run(need_worker, work, log_dir=log_dir, **pool):
+        row = outcome(task, row, death, log_dir)
+        before = workers.history(log_dir, tag(task))
+        if row["status"] in failed and before:
+            shared[key(task)] = (task, row, before[-1])
+            continue
+        record(row)
+    alone_logs = str(out_dir / "logs" / "alone")
+    for task, row, death in workers.run([t for t, _, _ in shared.values()], work,
+                                        log_dir=alone_logs, max_tasks=1, **pool):
+        row = outcome(task, row, death, alone_logs)
+        _, first, previous = shared[key(task)]
+        row["isolation"] = isolation_note(first, row, previous)
         record(row)
     bar.close()
     ordered = [rows[key(t)] for t in tasks if key(t) in rows]
@@ -118,6 +147,14 @@ def execute(out_dir: Path, config: RunConfig, cases: list[ConvCase], *,
     meta["cells"] = len(ordered)
     (out_dir / "run.json").write_text(json.dumps(meta, indent=1))
     return df
+
+
+def isolation_note(shared: dict, alone: dict, previous: str) -> str:
+    """How a cell that failed in a reused worker fared alone; 'DIFFERS' marks a finding."""
+    if shared["status"] == alone["status"]:
+        return f"re-run alone: same {alone['status']}"
+    return (f"DIFFERS: alone {alone['status']}; in a worker right after {previous} it was "
+            f"{shared['status']} ({(shared.get('message') or '')[:300]})")
 
 
 def _progress(total: int, initial: int, enabled: bool):

@@ -11,7 +11,8 @@ class Status(str, enum.Enum):
     NOT_DELEGATED = "NOT_DELEGATED"
     CONTRACT_VIOLATION = "CONTRACT_VIOLATION"
     NO_RUNTIME = "NO_RUNTIME"
-    CRASH = "CRASH"
+    RUNTIME_ERROR = "RUNTIME_ERROR"  # load/execute returned an error or raised; the process lived
+    CRASH = "CRASH"                  # the process died: signal, abort, timeout
     MISMATCH = "MISMATCH"
     PASS = "PASS"
 
@@ -22,3 +23,8 @@ class Status(str, enum.Enum):
 ORDER = list(Status)
 # A cell that is not one of these is a finding (used by --fail-on-mismatch and the regression diff).
 OK = {Status.PASS, Status.NO_RUNTIME}
+# Verdicts reached before execution that execution cannot change (CONTRACT_VIOLATION is only a
+# prediction: with a runtime present the cell executes and the runtime has the last word).
+STATIC_FINAL = {Status.INVALID, Status.LOWER_ERROR, Status.NOT_DELEGATED}
+# What really happened on a runtime.
+EXECUTED = {Status.RUNTIME_ERROR, Status.CRASH, Status.MISMATCH, Status.PASS}

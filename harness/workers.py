@@ -22,7 +22,8 @@ MARK = "@@convconf cell "
 _LOG_DIR: Path | None = None
 
 
-def _init(log_dir: str | None, threads: int) -> None:
+def _init(log_dir: str | None, threads: int, on_start: Callable | None = None,
+          on_start_args: tuple = ()) -> None:
     global _LOG_DIR
     import logging
     import warnings
@@ -42,6 +43,9 @@ def _init(log_dir: str | None, threads: int) -> None:
 
     torch.set_num_threads(threads)
     from . import pipeline  # noqa: F401  (pay the heavy imports once per worker)
+
+    if on_start:  # e.g. load the Vulkan runtime plug-in before the first cell
+        on_start(*on_start_args)
 
 
 def mark(tag: str) -> None:
@@ -63,6 +67,19 @@ def crash_output(log_dir: str | None, tag: str, lines: int = 6) -> str:
     return ""
 
 
+def history(log_dir: str | None, tag: str) -> list[str]:
+    """The cells a worker had served before it started cell ``tag`` (oldest first); empty when
+    ``tag`` ran in a fresh worker. Read from the per-worker logs' markers."""
+    if not log_dir:
+        return []
+    for path in Path(log_dir).glob("worker-*.log"):
+        text = path.read_text(errors="replace")
+        at = text.rfind(f"{MARK}{tag}\n")
+        if at >= 0:
+            return [ln[len(MARK):] for ln in text[:at].splitlines() if ln.startswith(MARK)]
+    return []
+
+
 def describe_death(error: BaseException, timeout: float | None) -> str:
     if isinstance(error, ProcessExpired):
         code = error.exitcode
@@ -78,17 +95,20 @@ def describe_death(error: BaseException, timeout: float | None) -> str:
 
 
 def run(tasks: Iterable, fn: Callable, *, jobs: int, timeout: float | None,
-        log_dir: str | None = None, max_tasks: int = 50) -> Iterator[tuple[object, object, str | None]]:
+        log_dir: str | None = None, max_tasks: int = 50, on_start: Callable | None = None,
+        on_start_args: tuple = ()) -> Iterator[tuple[object, object, str | None]]:
     """Yield (task, result, None) or (task, None, death description) as cells finish.
 
-    ``fn(task)`` runs in a worker; ``task`` must be picklable. Order is completion order."""
+    ``fn(task)`` runs in a worker; ``task`` must be picklable. Order is completion order.
+    ``max_tasks=1`` gives every task a fresh process of its own. ``on_start(*on_start_args)``
+    runs once in each worker before its first task."""
     tasks = list(tasks)
     if not tasks:  # nothing to execute: do not pay for starting workers
         return
     threads = max(1, (os.cpu_count() or 1) // max(1, jobs))
     ctx = multiprocessing.get_context("spawn")
     with ProcessPool(max_workers=jobs, max_tasks=max_tasks, initializer=_init,
-                     initargs=(log_dir, threads), context=ctx) as pool:
+                     initargs=(log_dir, threads, on_start, on_start_args), context=ctx) as pool:
         futures = {pool.schedule(fn, args=(t,), timeout=timeout): t for t in tasks}
         try:
             for fut in concurrent.futures.as_completed(futures):

@@ -84,10 +84,8 @@ def test_report_is_self_contained(run_dir):
 
 
 @pytest.mark.browser
-def test_report_renders_filters_and_opens_details_in_chromium(run_dir, tmp_path):
+def test_report_renders_filters_and_opens_details_in_chromium(run_dir, tmp_path, chromium):
     sync_api = pytest.importorskip("playwright.sync_api", reason="pip install -e '.[test]'")
-    chromium = shutil.which("chromium")
-    assert chromium, "Debian's chromium is part of the test setup (.ci/run installs it)"
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium, args=[
             "--no-sandbox", "--disable-gpu", "--disable-background-networking",

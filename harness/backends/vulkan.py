@@ -34,5 +34,10 @@ class Vulkan(Backend):
 
         return Xnnpack().quantizer(scheme)
 
+    def runtime_available(self) -> bool:
+        from ..runtimes.load import vulkan_enabled  # registered and not switched off for the run
+
+        return vulkan_enabled()
+
     def contract_violations(self, edge_manager) -> list[str]:
         return [str(v) for g in vk_graphs(edge_manager) for v in check_graph(g)]

@@ -1,0 +1,165 @@
+"""The Vulkan lane executing for real: the plug-in built from ExecuTorch's sources, loaded into
+the wheel's runtime, running on the machine's Vulkan device (Mesa lavapipe without a GPU)."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from harness import matrix, runner
+from harness.runtimes import vulkan
+from harness.spec import ConvCase
+
+SEED = dict(dim=2, in_channels=3, out_channels=64, kernel_size=3, input_shape=(1, 3, 224, 224))
+SIGLIP = dict(dim=2, in_channels=3, out_channels=64, kernel_size=14, stride=14,
+              input_shape=(1, 3, 224, 224))
+CASES = {
+    "seed-0": ConvCase(padding=0, **SEED),
+    "seed-valid": ConvCase(padding="valid", **SEED),
+    "siglip-valid": ConvCase(padding="valid", **SIGLIP),
+    "int8-pc": ConvCase(dim=2, in_channels=8, out_channels=8, kernel_size=3, padding=1,
+                        input_shape=(1, 8, 12, 12), quant="int8_per_channel"),
+}
+MAKE_IVEC2 = ("make_ivec2", "(ints.size() == 2) is false")
+
+
+def harness(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "harness", *map(str, args)], capture_output=True,
+                          text=True, timeout=900, env=env)
+
+
+@pytest.fixture(scope="module")
+def vk_run(vulkan_runtime, tmp_path_factory):
+    out = tmp_path_factory.mktemp("vk")
+    config = runner.RunConfig(backends=["vulkan"], fixes=["vulkan-conv-padding"], profile="ci",
+                              max_examples=0, seed=0, jobs=2, cache_dir=str(out / "cache"),
+                              vulkan_runtime=vulkan_runtime.library)
+    cases = list(CASES.values())
+    runner.start(out, config, cases)
+    df = runner.execute(out, config, cases, progress=False)
+    return out, {(name, r.fixes): r for name, case in CASES.items()
+                 for r in df[df.case_id == case.case_id].itertuples()}
+
+
+def test_padding_zero_executes_and_passes(vk_run):
+    _, cells = vk_run
+    row = cells[("seed-0", "")]
+    assert row.status == "PASS", row.message
+    assert row.predicted == "clean" and row.run_time_s > 0
+    assert row.max_abs_error <= 1e-4
+
+
+@pytest.mark.parametrize("name", ["seed-valid", "siglip-valid"])
+def test_valid_fails_in_the_runtime_with_make_ivec2_and_the_fix_passes(vk_run, name):
+    _, cells = vk_run
+    stock, fixed = cells[(name, "")], cells[(name, "vulkan-conv-padding")]
+    assert stock.status == "RUNTIME_ERROR", stock.message
+    assert all(s in stock.message for s in MAKE_IVEC2), stock.message
+    assert stock.predicted == "CONTRACT_VIOLATION"  # the static check saw it coming
+    assert fixed.status == "PASS" and fixed.predicted == "clean", fixed.message
+
+
+def test_int8_per_channel_conv2d_passes_within_one_output_step(vk_run):
+    _, cells = vk_run
+    row = cells[("int8-pc", "")]
+    assert row.status == "PASS", row.message
+    assert row.error_steps <= 1.0
+    assert "q8ta_conv2d" in json.dumps(row.delegated_ops)
+
+
+def test_run_header_names_runtime_source_and_device(vk_run, vulkan_runtime):
+    out, _ = vk_run
+    header = json.loads((out / "run.json").read_text())["vulkan"]
+    assert header["library"] == vulkan_runtime.library
+    assert header["source_commit"] == vulkan_runtime.source_commit
+    assert header["devices"] and header["devices"][0]["deviceName"]
+    if not vulkan_runtime.source_exact:  # the skew is said, not hidden
+        assert "not the wheel's own commit" in header["skew_note"]
+
+
+def test_agreement_table_counts_predictions_against_the_runtime(vk_run):
+    out, _ = vk_run
+    table = matrix.agreement(matrix.read(out)).set_index("lane")
+    stock = table.loc["vulkan (stock)"]
+    assert stock["predicted_and_failed"] == 2 and stock["clean_and_passed"] == 2
+    assert stock["predicted_but_passed"] == 0 and stock["unpredicted_failures"] == 0
+    assert table.loc["vulkan +vulkan-conv-padding"]["clean_and_passed"] == 4
+
+
+def test_runtime_errors_from_reused_workers_are_rerun_alone(vk_run):
+    out, cells = vk_run
+    rows = [json.loads(line) for line in (out / "journal.jsonl").read_text().splitlines()]
+    failed = [r for r in rows if r["status"] == "RUNTIME_ERROR"]
+    assert len(failed) == 2
+    for r in failed:  # alone: the same error (the runtime's own, not left-over state)
+        if r["isolation"]:
+            assert r["isolation"] == "re-run alone: same RUNTIME_ERROR"
+    alone = list((out / "logs" / "alone").glob("worker-*.log"))
+    assert len(alone) == sum(1 for r in failed if r["isolation"])  # one fresh process each
+
+
+def test_repro_script_loads_the_plugin_and_observes_the_runtime_error(vk_run):
+    out, _ = vk_run
+    script = out / "repro" / f"{CASES['seed-valid'].case_id}__vulkan.py"
+    made = harness("repro", CASES["seed-valid"].case_id, "--backend", "vulkan", "--dir", out)
+    assert made.returncode == 0, made.stderr
+    proc = subprocess.run([sys.executable, made.stdout.strip()], capture_output=True, text=True,
+                          timeout=600)
+    said = [ln for ln in proc.stdout.splitlines() if ln.startswith(("STATUS", "PREDICTED"))]
+    assert said[0].startswith("PREDICTED: CONTRACT_VIOLATION"), proc.stdout + proc.stderr
+    assert said[-1].startswith("STATUS: RUNTIME_ERROR") and "make_ivec2" in said[-1]
+    assert script.name == made.stdout.strip().split("/")[-1]
+
+
+def test_second_build_is_a_cache_hit(vulkan_runtime):
+    again = harness("runtime", "build", "vulkan")
+    assert again.returncode == 0, again.stderr
+    assert "cache hit" in again.stdout and vulkan_runtime.library in again.stdout
+
+
+def test_build_with_a_missing_source_is_one_line_exit_2(tmp_path):
+    proc = harness("runtime", "build", "vulkan", "--source", tmp_path / "nowhere",
+                   "--cache", tmp_path / "cache")
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("convconf: error: ")
+    assert "nowhere: no such file or folder" in proc.stderr
+    assert not (tmp_path / "cache").exists()  # nothing built, nothing written
+
+
+def test_source_folder_without_a_pairing_tarball_names_what_it_found(tmp_path):
+    import shutil
+    import os
+
+    shared = os.environ["CONVCONF_EXECUTORCH_SRC"]
+    only_old = tmp_path / "src"
+    only_old.mkdir()
+    for t in os.listdir(shared):
+        if "v1.3.1" in t:
+            shutil.copy(os.path.join(shared, t), only_old)
+    proc = harness("runtime", "build", "vulkan", "--source", only_old, "--cache", tmp_path / "c")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert "no source pairs with executorch" in proc.stderr and "1.3.1" in proc.stderr
+
+
+def test_status_names_plugin_and_device(vulkan_runtime):
+    proc = harness("runtime", "status")
+    assert proc.returncode == 0, proc.stderr
+    assert vulkan_runtime.library in proc.stdout
+    assert "VulkanBackend registered" in proc.stdout
+    assert "vulkan device 0:" in proc.stdout
+
+
+def test_vulkan_runtime_none_keeps_the_static_verdicts(vulkan_runtime, tmp_path):
+    """--vulkan-runtime none: the lane behaves as without a runtime, even in a process that has
+    the plug-in loaded; a predicted violation stays CONTRACT_VIOLATION, never PASS."""
+    cases = tmp_path / "c.json"
+    cases.write_text(json.dumps([CASES["seed-valid"].to_dict()]))
+    proc = harness("run", "--out", tmp_path / "r", "--backends", "vulkan", "--cases", cases,
+                   "--max-examples", "0", "--no-cache", "-j", "1", "--vulkan-runtime", "none",
+                   "--no-progress", "--no-report")
+    assert proc.returncode == 0, proc.stderr
+    df = matrix.read(tmp_path / "r")
+    assert list(df.status) == ["CONTRACT_VIOLATION"]
+    assert json.loads((tmp_path / "r" / "run.json").read_text())["vulkan"]["library"] is None
+    assert vulkan.installed() is not None
