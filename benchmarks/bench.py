@@ -29,11 +29,16 @@ def main() -> int:
     p.add_argument("--jobs", type=int, default=None)
     p.add_argument("--backends", default="xnnpack,vulkan")
     p.add_argument("--skip-naive", action="store_true")
+    p.add_argument("--vulkan-runtime", default="auto", help="auto|PATH|none, as harness run")
     args = p.parse_args()
 
     from harness import runner
     from harness.generate import generate
     from harness.pipeline import run_cell
+    from harness.runtimes import load
+
+    library = load.resolve(args.vulkan_runtime)
+    print(f"vulkan runtime: {library or 'none (Vulkan cells end at NO_RUNTIME / static checks)'}")
 
     cases = generate(args.cases, args.seed)
     backends = args.backends.split(",")
@@ -43,9 +48,10 @@ def main() -> int:
 
     if not args.skip_naive:
         t0 = time.perf_counter()
-        for case in cases:
-            for b in backends:
-                run_cell(case, b, [])
+        with load.use(library):  # in-process, no isolation: what a plain script would do
+            for case in cases:
+                for b in backends:
+                    run_cell(case, b, [])
         results["naive"] = time.perf_counter() - t0
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -53,7 +59,8 @@ def main() -> int:
         for label in ("cold", "warm"):
             out = tmp / label
             config = runner.RunConfig(backends=backends, fixes=[], profile="ci", max_examples=0,
-                                      seed=args.seed, jobs=jobs, cache_dir=str(tmp / "cache"))
+                                      seed=args.seed, jobs=jobs, cache_dir=str(tmp / "cache"),
+                                      vulkan_runtime=library)
             runner.start(out, config, cases)
             t0 = time.perf_counter()
             runner.execute(out, config, cases, progress=False)

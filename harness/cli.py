@@ -267,7 +267,20 @@ def _print_summary(df, out: Path) -> None:
         print(agree.to_string(index=False))
     for line in matrix.isolation_lines(df):
         print(f"isolation finding: {line}")
+    skew = _vulkan_header(out).get("skew_note")
+    failed = df[(df.backend == "vulkan") & df.status.isin(["RUNTIME_ERROR", "CRASH", "MISMATCH"])]
+    if skew and len(failed):
+        print(f"note: {len(failed)} Vulkan cell(s) failed at runtime; {skew}")
     print(f"{len(df)} cells -> {out / 'matrix.csv'}")
+
+
+def _vulkan_header(out: Path) -> dict:
+    import json
+
+    try:
+        return json.loads((out / "run.json").read_text()).get("vulkan") or {}
+    except (OSError, ValueError):
+        return {}
 
 
 def _write_report(out: Path) -> None:

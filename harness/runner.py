@@ -69,16 +69,25 @@ def header(config: RunConfig, n_cases: int) -> dict:
     from .backends.base import registered_runtime_backends
     from .runtimes import load as runtime
 
-    runtime.load(config.vulkan_runtime)
+    with runtime.use(config.vulkan_runtime):
+        registered = [n for n in registered_runtime_backends()
+                      if n != "VulkanBackend" or runtime.vulkan_enabled()]
     extra = {"vulkan": runtime.describe(config.vulkan_runtime)} if "vulkan" in config.backends else {}
-    return {"versions": versions.stack(), "registered_backends": list(registered_runtime_backends()),
-            **extra,
+    return {"versions": versions.stack(), "registered_backends": registered, **extra,
             "python": sys.version.split()[0], "started": time.strftime("%Y-%m-%d %H:%M:%S"),
             "argv": sys.argv[1:], "cases": n_cases, **config.__dict__}
 
 
 def execute(out_dir: Path, config: RunConfig, cases: list[ConvCase], *,
             progress: bool = True, done_rows: list[dict] | None = None):
+    from .runtimes.load import use
+
+    with use(config.vulkan_runtime):  # cached_row asks whether the runtime is there
+        return _execute(out_dir, config, cases, progress, done_rows)
+
+
+def _execute(out_dir: Path, config: RunConfig, cases: list[ConvCase], progress: bool,
+             done_rows: list[dict] | None):
     tasks = cells(cases, config)
     done_rows = done_rows or []
     done = {journal_mod.cell_key(r) for r in done_rows}
@@ -95,7 +104,6 @@ def execute(out_dir: Path, config: RunConfig, cases: list[ConvCase], *,
     from .runtimes.load import load as load_runtime
     from .status import Status
 
-    load_runtime(config.vulkan_runtime)  # cached_row asks whether the runtime is there
     pool = dict(jobs=config.jobs, timeout=config.timeout, on_start=load_runtime,
                 on_start_args=(config.vulkan_runtime,))
 

@@ -32,10 +32,20 @@ def test_vulkan_contract_flags_valid_and_passes_zero():
 
 
 def test_vulkan_cell_without_runtime_is_no_runtime_never_pass():
-    row = run_cell(seed(0), "vulkan", [])
-    expected = "PASS" if get("vulkan").runtime_available() else "NO_RUNTIME"
-    assert row["status"] == expected
+    from harness.runtimes import load
+
+    with load.use(None):  # --vulkan-runtime none, even where a plug-in is loaded
+        row = run_cell(seed(0), "vulkan", [])
+        flagged = run_cell(seed("valid"), "vulkan", [])
+    assert row["status"] == "NO_RUNTIME" and "VulkanBackend" in row["message"]
     assert row["delegated_ops"] == {"aten.convolution": 1}
+    assert flagged["status"] == "CONTRACT_VIOLATION"  # the prediction is all there is
+
+
+def test_vulkan_cell_with_runtime_executes(vulkan_runtime):
+    row = run_cell(seed(0), "vulkan", [])
+    assert row["status"] == "PASS" and row["run_time_s"] > 0, row["message"]
+    assert row["max_abs_error"] <= 1e-4
 
 
 def test_vulkan_conv1d_length_one_lists_are_legal():

@@ -34,22 +34,25 @@ def case_file(tmp_path):
 
 
 @pytest.mark.slow
-def test_run_case_file_on_both_backends(tmp_path, case_file):
+def test_run_case_file_on_both_backends(tmp_path, case_file, vulkan_runtime):
     out = tmp_path / "run"
     proc = harness("run", "--out", out, "--cases", case_file, "--max-examples", 0, "--no-cache",
-                   "--fixes", "all", "--no-progress", "-j", 2)
+                   "--fixes", "all", "--no-progress", "-j", 2,
+                   "--vulkan-runtime", vulkan_runtime.library)
     assert proc.returncode == 0, proc.stderr
     df = pd.read_csv(out / "matrix.csv", keep_default_na=False)
     assert {"case_id", "backend", "fixes", "status", "max_abs_error", "message", "dim", "padding",
             "quant"} <= set(df.columns)
     got = {(r.backend, r.fixes): r.status for r in df.itertuples()}
     assert got[("xnnpack", "")] == "PASS"
-    assert got[("vulkan", "")] == "CONTRACT_VIOLATION"
-    assert got[("vulkan", "vulkan-conv-padding")] in ("NO_RUNTIME", "PASS")
-    assert "CONTRACT_VIOLATION" in proc.stdout and "vulkan-conv-padding on vulkan: changed 1/1" in proc.stdout
+    assert got[("vulkan", "")] == "RUNTIME_ERROR"  # executed: the runtime's make_ivec2 check
+    assert got[("vulkan", "vulkan-conv-padding")] == "PASS"
+    assert "RUNTIME_ERROR" in proc.stdout
+    assert "vulkan-conv-padding on vulkan: changed 1/1 cells: RUNTIME_ERROR->PASS x1" in proc.stdout
+    assert "static contract check vs the runtime" in proc.stdout
     assert len(open(out / "journal.jsonl").readlines()) == len(df)
     fail = harness("run", "--resume", out, "--fail-on-mismatch", "--no-progress")
-    assert fail.returncode == 1  # stock Vulkan CONTRACT_VIOLATION is a finding
+    assert fail.returncode == 1  # stock Vulkan RUNTIME_ERROR is a finding
 
 
 @pytest.mark.parametrize("args, words", [

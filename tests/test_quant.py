@@ -47,15 +47,18 @@ def test_fp32_tolerance_rule():
     assert not compare(ref + 1e-2, ref).ok
 
 
-def test_vulkan_quantized_conv2d_lowers_to_q8ta_and_shares_the_padding_bug():
+def test_vulkan_quantized_conv2d_lowers_to_q8ta_and_shares_the_padding_bug(vulkan_runtime):
     good = run_cell(Q2D, "vulkan", [])
-    assert good["status"] == ("PASS" if get_backend("vulkan").runtime_available() else "NO_RUNTIME")
+    assert good["status"] == "PASS", good["message"]
+    assert good["error_steps"] <= 1.0
     assert "quantized_decomposed.quantize_per_tensor" in good["delegated_ops"]
     valid = ConvCase(**{**Q2D.to_dict(), "padding": "valid"})
     stock = run_cell(valid, "vulkan", [])
-    assert stock["status"] == "CONTRACT_VIOLATION"
-    assert "et_vk.q8ta_conv2d.default: padding IntList [0]" in stock["message"]
-    assert run_cell(valid, "vulkan", ["vulkan-conv-padding"])["status"] == good["status"]
+    assert stock["predicted"] == "CONTRACT_VIOLATION"
+    assert any("et_vk.q8ta_conv2d.default: padding IntList [0]" in v
+               for v in stock["contract_violations"])
+    assert stock["status"] == "RUNTIME_ERROR" and "make_ivec2" in stock["message"]
+    assert run_cell(valid, "vulkan", ["vulkan-conv-padding"])["status"] == "PASS"
 
 
 def test_vulkan_per_tensor_conv_is_a_lower_error_naming_the_assert():

@@ -8,6 +8,7 @@ VulkanBackend in the wheel's one backend registry (libexecutorch.so), shared wit
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 from pathlib import Path
 
@@ -49,6 +50,20 @@ def load(library: str | None) -> bool:
         _LOADED[library] = ""
         registered_runtime_backends.cache_clear()
     return vulkan_enabled()
+
+
+@contextlib.contextmanager
+def use(library: str | None):
+    """``load(library)`` for the duration of a run in this process; the previous choice is back
+    afterwards (a run with ``--vulkan-runtime none`` must not switch the lane off for the rest of
+    a process that runs several, e.g. a test session)."""
+    global _CHOSEN
+    before = _CHOSEN
+    try:
+        load(library)
+        yield
+    finally:
+        _CHOSEN = before
 
 
 def vulkan_enabled() -> bool:
