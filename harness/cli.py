@@ -77,10 +77,24 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--out", type=Path, help="diff.csv path (default: NEW/diff.csv)")
     d.set_defaults(func=cmd_diff)
 
+    bu = sub.add_parser("bundle", help="a run's cells as a folder that runs on another machine")
+    bu.add_argument("run_dir", type=Path)
+    bu.add_argument("--lane", default="vulkan", choices=["vulkan"])
+    bu.add_argument("--out", type=Path, required=True)
+    bu.add_argument("--select", nargs="+", metavar="STATUS", help="only cells with these statuses")
+    bu.set_defaults(func=cmd_bundle)
+
+    ing = sub.add_parser("ingest", help="add a bundle's device results to the run as a new lane")
+    ing.add_argument("run_dir", type=Path)
+    ing.add_argument("results", type=Path)
+    ing.add_argument("--device-name", required=True)
+    ing.set_defaults(func=cmd_ingest)
+
     rt = sub.add_parser("runtime", help="build or inspect native runtime plug-ins")
     rts = rt.add_subparsers(dest="action", required=True, parser_class=_Parser)
     b = rts.add_parser("build", help="build a runtime plug-in for the installed executorch")
-    b.add_argument("name", choices=["vulkan"])
+    b.add_argument("name", choices=["vulkan", "runner"],
+                   help="vulkan: the plug-in; runner: the native runner (built with it)")
     b.add_argument("--source", metavar="DIR|TARBALL", help="ExecuTorch source (default: "
                    "$CONVCONF_EXECUTORCH_SRC, else a git fetch of the wheel's commit)")
     b.add_argument("--jobs", type=int, help="parallel compile jobs (default: cores)")
@@ -151,6 +165,38 @@ def cmd_diff(args) -> int:
     return EXIT_FINDINGS if counts.get("regressed", 0) else EXIT_OK
 
 
+def cmd_bundle(args) -> int:
+    from .bundle import BundleError, write
+    from .status import Status
+
+    unknown = [s for s in args.select or [] if s not in {x.value for x in Status}]
+    if unknown:
+        raise UsageError(f"bundle: unknown status {unknown[0]!r}")
+    try:
+        info = write(args.run_dir, args.out, args.lane, args.select)
+    except BundleError as e:
+        raise UsageError(str(e)) from None
+    print(f"{args.out}: {info['cells']} cells, {info['bytes'] / 2**20:.1f} MiB; on the device: "
+          f"sh {args.out}/run.sh RESULTS, then python -m harness ingest {args.run_dir} RESULTS "
+          f"--device-name NAME")
+    return EXIT_OK
+
+
+def cmd_ingest(args) -> int:
+    from . import matrix
+    from .ingest import IngestError, ingest
+
+    try:
+        rows, device = ingest(args.run_dir, args.results, args.device_name)
+    except IngestError as e:
+        raise UsageError(str(e)) from None
+    print(f"{len(rows)} cells ingested as {rows[0]['backend'] if rows else '?'} on "
+          f"{'; '.join(device['described']) or 'an unnamed device'}")
+    _print_summary(matrix.read(args.run_dir), args.run_dir)
+    _write_report(args.run_dir)
+    return EXIT_OK
+
+
 def cmd_runtime_build(args) -> int:
     from .runtimes import RuntimeBuildError, vulkan
 
@@ -160,7 +206,8 @@ def cmd_runtime_build(args) -> int:
     except RuntimeBuildError as e:
         raise UsageError(str(e)) from None
     how = "cache hit" if m.cached else f"built in {m.build_seconds:g} s {m.phase_seconds}"
-    print(f"{m.library} ({how}; source {m.source_commit[:12]}, sha256 {m.library_sha256[:16]})")
+    what = m.runner if args.name == "runner" else m.library
+    print(f"{what} ({how}; source {m.source_commit[:12]}, sha256 {m.library_sha256[:16]})")
     if m.skew_note:
         print(f"note: {m.skew_note}")
     return EXIT_OK

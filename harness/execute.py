@@ -19,7 +19,7 @@ def run_pte(pte: bytes, inputs: tuple) -> tuple[list[torch.Tensor], float]:
     try:
         program = _load_for_executorch_from_buffer(pte)
         outputs = program.forward(list(inputs))
-    except RuntimeError as e:
+    except Exception as e:  # pybind11 maps the runtime's C++ exceptions to several types
         raise RuntimeFailure(runtime_message(e)) from None
     return list(outputs), time.perf_counter() - t0
 
@@ -29,4 +29,6 @@ def runtime_message(e: BaseException) -> str:
     check at the same place reads the same on every machine (``executorch/backends/...:367``)."""
     text = str(e).strip()
     line = text.splitlines()[-1] if text else repr(e)
+    if not isinstance(e, RuntimeError):  # e.g. IndexError from a std::out_of_range
+        line = f"{type(e).__name__}: {line}"
     return re.sub(r"\S*/(executorch/(backends|runtime|extension)/)", r"\1", line)

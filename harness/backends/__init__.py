@@ -6,6 +6,12 @@ from ..registry import Registry
 from .base import Backend, QuantUnsupported
 
 _registry = Registry(__name__, __path__, "backend")
-register, names, get = _registry.register, _registry.names, _registry.get
+register, names = _registry.register, _registry.names
+
+
+def get(name: str) -> Backend:
+    """The backend of a lane name; ``vulkan@h200`` (a device lane, see ingest.py) is vulkan."""
+    return _registry.get(name.split("@", 1)[0])
+
 
 __all__ = ["Backend", "QuantUnsupported", "get", "names", "register"]

@@ -4,8 +4,9 @@ Modelled on ExecuTorch's runtime source (backends/vulkan/runtime/graph/ops/impl/
 - 2D conv paths (Convolution.cpp add_conv2d_node, Conv2dDW.cpp, Conv2dGemm.cpp, Q8taConv2d.cpp) read
   stride, padding and dilation through ``utils::make_ivec2`` (runtime/utils/VecUtils.h), which
   asserts ``ints.size() == 2``; ``calc_out_sizes_hw`` also reads output_padding when transposed.
-- Pointwise 1x1 (Conv2dPW.cpp) and QuantizedConvolution.cpp read ``list->at(1)``: a length-1 list
-  is an out-of-range error there instead of the assert; same cause, different symptom.
+- Pointwise 1x1 (Conv2dPW.cpp) and QuantizedConvolution.cpp (hence Q8taConv2d.cpp) read
+  ``list->at(1)``: a length-1 list is an out-of-range error there instead of the assert; same
+  cause, different symptom (the runtime confirmed it for et_vk.q8ta_conv2d).
 - Conv1d paths read only ``->at(0)``: a length-1 list is legal for conv1d.
 - Further rejections: transposed conv with dilation > 1; input batch > 1; non-constant weights
   (add_conv1d_node / prepack_weights go through ``prepack_standard(weight, passthrough=false)``,
@@ -102,14 +103,16 @@ Q8TA_INT_LISTS = {9: "kernel_size", 10: "stride", 11: "padding", 12: "dilation"}
 
 
 def _check_custom_conv(graph, op) -> list[Violation]:
-    """Quantized / fused conv ops (et_vk.*): every int list a 2D conv reads must have length 2
-    (Q8taConv2d.cpp reads them through make_ivec2)."""
+    """Quantized / fused conv ops (et_vk.*): every int list a 2D conv reads must have length 2.
+    Q8taConv2d.cpp builds its params with QuantizedConvolution.cpp ``create_conv2d_params``,
+    which reads ``list->at(1)`` before make_ivec2 sees it: a length-1 list is a std::out_of_range
+    (seen on the runtime: ``IndexError: vector::_M_range_check``), not the make_ivec2 assert."""
     tensors = [v for v in (_value(graph, a) for a in op.args) if _kind(v) == "VkTensor"]
     if not tensors or len(tensors[0].dims) != 4:
         return []
     names = Q8TA_INT_LISTS if "q8ta_conv2d" in op.name else {}
     return [Violation("ivec2", op.name, f"{names.get(i, f'int-list argument #{i}')} IntList "
                                         f"{list(v.items)} has length {len(v.items)}, 2D conv needs 2 "
-                                        f"(utils::make_ivec2 asserts (ints.size() == 2) is false)")
+                                        f"(create_conv2d_params reads list->at(1): out-of-range error)")
             for i, v in ((i, _value(graph, a)) for i, a in enumerate(op.args))
             if _kind(v) == "IntList" and len(v.items) != 2]

@@ -23,6 +23,7 @@ from typing import Callable
 from . import NATIVE, RuntimeBuildError, cache_root, source as source_mod, toolchain, wheel as wheel_mod
 
 LIBRARY = "libexecutorch_backend_vulkan.so"
+RUNNER = "convconf_runner"  # native runner (runner.cpp) for programs run on another machine
 BACKEND = "VulkanBackend"
 BUILDER_VERSION = "1"  # bump when the build recipe changes in a way the inputs do not show
 
@@ -31,6 +32,7 @@ BUILDER_VERSION = "1"  # bump when the build recipe changes in a way the inputs 
 class Manifest:
     runtime: str
     library: str                  # absolute path of the cached library
+    runner: str                   # the native runner built beside it (same folder)
     library_sha256: str
     library_bytes: int
     executorch_version: str
@@ -81,7 +83,7 @@ def _sha256(path: Path) -> str:
 
 
 def _inputs_key(wheel, src) -> str:
-    recipe = (NATIVE / "CMakeLists.txt").read_bytes()
+    recipe = b"".join(p.read_bytes() for p in sorted(NATIVE.iterdir()) if p.is_file())
     material = json.dumps([BUILDER_VERSION, wheel.version, wheel.git_version, src.commit,
                            src.digest, hashlib.sha256(recipe).hexdigest(),
                            toolchain.TOOLCHAIN_VERSION])
@@ -127,11 +129,12 @@ def _build_locked(wheel, src, root: Path, jobs, cache, log) -> Manifest:
     work = root / "build" / dest.name  # per wheel+source: a changed recipe rebuilds incrementally
     src.extract(work / "src")
     build_dir = work / "cmake"
-    build_dir.mkdir(parents=True, exist_ok=True)
-    configure = ["cmake", "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release", str(NATIVE),
+    recipe = _stage_recipe(work / "native", build_dir)
+    configure = ["cmake", "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release", str(recipe),
                  f"-DET_SRC_PARENT={work / 'src'}", f"-DET_WHEEL_DIR={wheel.root}",
                  f"-DET_RUNTIME_LIB={wheel.runtime_lib}",
                  f"-DET_EXTRA_LIBS={';'.join(map(str, wheel.extra_libs))}",
+                 f"-DET_KERNEL_LIBS={';'.join(map(str, wheel.kernel_libs))}",
                  f"-DVK_THIRD_PARTY={tc.third_party}", f"-DGLSLC={tc.glslc}",
                  f"-DFLATC={shutil.which('flatc', path='/usr/bin') or 'flatc'}",
                  f"-DPYTHON_EXECUTABLE={sys.executable}", f"-DSHADER_NTHREADS={jobs}"]
@@ -148,11 +151,13 @@ def _build_locked(wheel, src, root: Path, jobs, cache, log) -> Manifest:
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     shutil.copy2(built, staging / LIBRARY)
+    shutil.copy2(build_dir / RUNNER, staging / RUNNER)
     if shutil.which("strip"):  # debug sections are most of its size; symbols stay exported
         subprocess.run(["strip", "--strip-debug", str(staging / LIBRARY)], check=False)
     library = dest / LIBRARY
     manifest = Manifest(
-        runtime="vulkan", library=str(library), library_sha256=_sha256(staging / LIBRARY),
+        runtime="vulkan", library=str(library), runner=str(dest / RUNNER),
+        library_sha256=_sha256(staging / LIBRARY),
         library_bytes=(staging / LIBRARY).stat().st_size, executorch_version=wheel.version,
         executorch_git_version=wheel.git_version, source_commit=src.commit,
         source_version_txt=src.version_txt, source_commit_date=src.commit_date,
@@ -170,6 +175,22 @@ def _build_locked(wheel, src, root: Path, jobs, cache, log) -> Manifest:
     os.rename(staging, dest)
     shutil.rmtree(work / "src", ignore_errors=True)  # keep the cmake tree: incremental rebuilds
     return manifest
+
+
+def _stage_recipe(recipe: Path, build_dir: Path) -> Path:
+    """Copy the CMake project next to its build tree. CMake pins a build tree to the path of
+    its source; configuring from the checkout would tie the shared cache to one clone (CI's
+    checkout and a developer's share ~/.cache), so every clone configures this copy instead."""
+    recipe.mkdir(parents=True, exist_ok=True)
+    for f in NATIVE.iterdir():
+        if f.is_file() and (not (recipe / f.name).exists()
+                            or (recipe / f.name).read_bytes() != f.read_bytes()):
+            shutil.copy2(f, recipe / f.name)  # unchanged files keep their mtime: ninja stays incremental
+    cache_file = build_dir / "CMakeCache.txt"
+    if cache_file.exists() and f"CMAKE_HOME_DIRECTORY:INTERNAL={recipe}\n" not in cache_file.read_text():
+        cache_file.unlink()  # configured from elsewhere (an older layout); objects stay reusable
+    build_dir.mkdir(parents=True, exist_ok=True)
+    return recipe
 
 
 def _run(cmd: list[str], cwd: Path, log_path: Path) -> None:

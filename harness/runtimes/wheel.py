@@ -29,6 +29,15 @@ class Wheel:
     def modular(self) -> bool:
         return not self.extra_libs
 
+    @property
+    def kernel_libs(self) -> tuple:
+        """The wheel's kernel libraries (ops outside a delegate), for a native runner."""
+        lib = self.runtime_lib.parent
+        return tuple(lib / n for n in ("libexecutorch_kernels_optimized.so",
+                                       "libexecutorch_kernels_quantized.so",
+                                       "libexecutorch_threadpool.so") if (lib / n).exists()) \
+            if self.modular else ()
+
 
 def installed() -> Wheel:
     try:

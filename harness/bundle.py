@@ -1,0 +1,118 @@
+"""``harness bundle``: the Vulkan cells of a finished run as a folder that runs on another machine.
+
+Layout (all paths relative, so the folder can be copied anywhere):
+    bin/convconf_runner   the native runner (runtimes/native/runner.cpp), RUNPATH $ORIGIN/../lib
+    lib/                  the wheel's libexecutorch.so + kernel libraries, the Vulkan plug-in
+    cells/NNNN/           program.pte, input0.bin ... (raw bytes, the dtype/shape the program takes)
+    cells.json            NNNN -> case id, backend, fixes (copied into the results)
+    bundle.json           versions, runtime source commit, the run it came from
+    run.sh                every cell in its own process under `timeout`, then results/
+It needs an x86-64 Linux with glibc, libstdc++ and a Vulkan loader + driver (Debian/Ubuntu:
+libvulkan1 and the vendor's ICD); no Python, no torch.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from . import matrix, versions
+from .cache import Cache, key as cache_key
+from .spec import ConvCase
+from .status import STATIC_FINAL
+
+RUN_SH = """#!/bin/sh
+# Runs every cell of this convconf bundle, each in its own process under a timeout, and writes
+# RESULTS (default: ./results): per cell result.json / outputK.bin / log.txt / exit_code, plus
+# devices.json (the Vulkan devices the loader sees). Then, on the harness machine:
+#   python -m harness ingest RUN_DIR RESULTS --device-name NAME
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+results=${1:-$here/results}
+timeout_s=${CONVCONF_TIMEOUT:-120}
+iters=${CONVCONF_ITERS:-3}
+mkdir -p "$results"
+cp "$here/cells.json" "$here/bundle.json" "$results/"
+"$here/bin/convconf_runner" --devices > "$results/devices.json" 2> "$results/devices.log"
+n=0
+for cell in "$here"/cells/*/; do
+  id=$(basename "$cell")
+  mkdir -p "$results/$id"
+  timeout -s KILL "$timeout_s" "$here/bin/convconf_runner" "$cell/program.pte" "$results/$id" \\
+    --iters "$iters" "$cell"/input*.bin > "$results/$id/log.txt" 2>&1
+  echo $? > "$results/$id/exit_code"
+  n=$((n + 1))
+done
+echo "$n cells -> $results"
+"""
+
+
+class BundleError(Exception):
+    """One line: what is wrong with the run folder or the request."""
+
+
+def program_entry(run_dir: Path, case: ConvCase, backend: str, fixes: str) -> dict:
+    """The cell's lowered program and eager references: from the run's cache, else lowered
+    again (deterministic: same case id, same seeds, same versions)."""
+    from .pipeline import prepare
+
+    header = json.loads((run_dir / "run.json").read_text())
+    fix_names = [f for f in fixes.split(",") if f]
+    if header.get("cache_dir"):
+        entry = Cache(header["cache_dir"]).load(cache_key(case.case_id, backend, fix_names))
+        if entry and entry.get("pte") and entry.get("refs"):
+            return entry
+    return prepare(case, backend, fix_names)
+
+
+def write(run_dir: Path, out: Path, lane: str = "vulkan", select: list[str] | None = None) -> dict:
+    from .repro import load_run_cases
+    from .runtimes import vulkan
+
+    if out.exists() and any(out.iterdir()):
+        raise BundleError(f"{out} exists and is not empty")
+    try:
+        df = matrix.read(run_dir)
+        cases = {c.case_id: c for c in load_run_cases(run_dir)}
+    except ValueError as e:
+        raise BundleError(str(e)) from None
+    manifest = vulkan.installed()
+    if manifest is None or not Path(manifest.runner).exists():
+        raise BundleError("no runner built for the installed executorch "
+                          "(python -m harness runtime build runner)")
+    rows = df[df["backend"] == lane]
+    if select:
+        rows = rows[rows["status"].isin(select)]
+    else:  # every cell that has a delegated program to run
+        rows = rows[~rows["status"].isin([s.value for s in STATIC_FINAL])]
+    if rows.empty:
+        raise BundleError(f"{run_dir}: no {lane} cells to bundle"
+                          + (f" with status {', '.join(select)}" if select else ""))
+    for sub in ("bin", "lib", "cells"):
+        (out / sub).mkdir(parents=True, exist_ok=True)
+    shutil.copy2(manifest.runner, out / "bin" / vulkan.RUNNER)
+    from .runtimes.wheel import installed as installed_wheel
+
+    wheel = installed_wheel()
+    for lib in (Path(manifest.library), wheel.runtime_lib, *wheel.kernel_libs):
+        shutil.copy2(lib, out / "lib" / lib.name)
+    index = {}
+    for n, r in enumerate(rows.itertuples(), start=1):
+        entry = program_entry(run_dir, cases[r.case_id], r.backend, r.fixes)
+        if not entry.get("pte"):
+            continue  # lowering failed again: nothing to run (the local row says why)
+        cell = out / "cells" / f"{n:04d}"
+        cell.mkdir()
+        (cell / "program.pte").write_bytes(entry["pte"])
+        for i, t in enumerate(entry["refs"]["inputs"]):
+            (cell / f"input{i}.bin").write_bytes(t.contiguous().numpy().tobytes())
+        index[cell.name] = {"case_id": r.case_id, "backend": r.backend, "fixes": r.fixes}
+    (out / "cells.json").write_text(json.dumps(index, indent=1) + "\n")
+    info = {"run_dir": str(run_dir.resolve()), "lane": lane, "cells": len(index),
+            "versions": versions.stack(), "runtime": manifest.summary()}
+    (out / "bundle.json").write_text(json.dumps(info, indent=1) + "\n")
+    (out / "run.sh").write_text(RUN_SH)
+    (out / "run.sh").chmod(0o755)
+    info["bytes"] = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
+    return info

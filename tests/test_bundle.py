@@ -1,0 +1,101 @@
+"""Vulkan cells run elsewhere: bundle -> run.sh (here on lavapipe, in its own processes, no
+Python) -> ingest gives the same statuses as the in-process Vulkan lane."""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness import matrix
+from harness.spec import ConvCase
+
+SEED = dict(dim=2, in_channels=3, out_channels=16, kernel_size=3, input_shape=(1, 3, 32, 32))
+CASES = [ConvCase(padding=0, **SEED), ConvCase(padding="valid", **SEED),
+         ConvCase(dim=2, in_channels=8, out_channels=8, kernel_size=3, padding=1,
+                  input_shape=(1, 8, 12, 12), quant="int8_per_channel")]
+
+
+def harness(*args):
+    return subprocess.run([sys.executable, "-m", "harness", *map(str, args)], capture_output=True,
+                          text=True, timeout=900)
+
+
+@pytest.fixture(scope="module")
+def ingested(vulkan_runtime, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("bundle")
+    cases = tmp / "cases.json"
+    cases.write_text(json.dumps([c.to_dict() for c in CASES]))
+    run = tmp / "run"
+    proc = harness("run", "--out", run, "--backends", "vulkan", "--fixes", "vulkan-conv-padding",
+                   "--cases", cases, "--max-examples", 0, "-j", 2, "--cache", tmp / "cache",
+                   "--vulkan-runtime", vulkan_runtime.library, "--no-progress")
+    assert proc.returncode == 0, proc.stderr
+    local = matrix.read(run)
+    made = harness("bundle", run, "--out", tmp / "b")
+    assert made.returncode == 0, made.stderr
+    # the device side: only the bundle folder, no Python, no harness
+    device = subprocess.run(["sh", str(tmp / "b" / "run.sh"), str(tmp / "results")],
+                            capture_output=True, text=True, timeout=900, env={"PATH": "/usr/bin:/bin"})
+    assert device.returncode == 0, device.stderr
+    back = harness("ingest", run, tmp / "results", "--device-name", "lavapipe")
+    assert back.returncode == 0, back.stderr
+    return tmp, local, matrix.read(run), back.stdout
+
+
+def test_bundle_is_self_contained(ingested):
+    tmp, local, _, _ = ingested
+    b = tmp / "b"
+    libs = sorted(p.name for p in (b / "lib").iterdir())
+    assert "libexecutorch.so" in libs and "libexecutorch_backend_vulkan.so" in libs
+    assert len(list((b / "cells").iterdir())) == len(local)  # every lowered Vulkan cell
+    needed = subprocess.run(["ldd", str(b / "bin" / "convconf_runner")], capture_output=True,
+                            text=True).stdout
+    for lib in ("libexecutorch.so", "libexecutorch_backend_vulkan.so"):
+        line = next(ln for ln in needed.splitlines() if lib in ln)
+        found = Path(line.split("=>")[1].split("(")[0].strip()).resolve()
+        assert found.parent == (b / "lib").resolve(), line  # inside the bundle, not the wheel
+
+
+def test_device_lane_has_the_in_process_statuses(ingested):
+    _, local, merged, stdout = ingested
+    device = merged[merged.backend == "vulkan@lavapipe"]
+    assert len(device) == len(local)
+    here = {(r.case_id, r.fixes): r.status for r in local.itertuples()}
+    there = {(r.case_id, r.fixes): r.status for r in device.itertuples()}
+    assert there == here
+    valid = device[(device.case_id == CASES[1].case_id) & (device.fixes == "")].iloc[0]
+    assert valid.status == "RUNTIME_ERROR" and "make_ivec2" in valid.message
+    assert "(ints.size() == 2) is false" in valid.message
+    assert (device[device.status == "PASS"].run_time_s > 0).all()
+    assert "vulkan@lavapipe" in stdout and "llvmpipe" in stdout
+
+
+def test_report_shows_the_device_lane_and_device(ingested):
+    tmp, _, _, _ = ingested
+    html = (tmp / "run" / "report.html").read_text()
+    assert "vulkan@lavapipe" in html and "llvmpipe" in html
+
+
+def test_cells_without_results_are_no_runtime_and_bad_results_are_one_line(ingested, tmp_path):
+    tmp, local, _, _ = ingested
+    partial = tmp_path / "partial"
+    shutil.copytree(tmp / "results", partial)
+    first = sorted(p for p in partial.iterdir() if p.is_dir())[0]
+    shutil.rmtree(first)
+    run = tmp_path / "run"
+    shutil.copytree(tmp / "run", run)
+    bundle = json.loads((partial / "bundle.json").read_text())
+    bundle["run_dir"] = str(run)
+    (partial / "bundle.json").write_text(json.dumps(bundle))
+    ok = harness("ingest", run, partial, "--device-name", "part")
+    assert ok.returncode == 0, ok.stderr
+    lane = matrix.read(run).query("backend == 'vulkan@part'")
+    missing = lane[lane.status == "NO_RUNTIME"]
+    assert len(missing) == 1 and "no result for this cell" in missing.iloc[0].message
+    (partial / "cells.json").write_text("{not json")
+    bad = harness("ingest", run, partial, "--device-name", "part")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1
+    assert bad.stderr.startswith("convconf: error: ") and "cells.json: unreadable" in bad.stderr
