@@ -165,3 +165,20 @@ def test_vulkan_runtime_none_keeps_the_static_verdicts(vulkan_runtime, tmp_path)
     assert list(df.status) == ["CONTRACT_VIOLATION"]
     assert json.loads((tmp_path / "r" / "run.json").read_text())["vulkan"]["library"] is None
     assert vulkan.installed() is not None
+
+
+def test_build_tree_configures_a_copy_of_the_recipe_not_the_checkout(tmp_path):
+    """CMake pins a build tree to its source path; CI's clone and a developer's share the cache,
+    so the tree is configured from a copy beside it, and a tree configured elsewhere is reset."""
+    build_dir = tmp_path / "cmake"
+    build_dir.mkdir()
+    (build_dir / "CMakeCache.txt").write_text("CMAKE_HOME_DIRECTORY:INTERNAL=/elsewhere/native\n")
+    (build_dir / "kept.o").write_text("object")
+    recipe = vulkan._stage_recipe(tmp_path / "native", build_dir)
+    assert sorted(p.name for p in recipe.iterdir()) == sorted(
+        p.name for p in vulkan.NATIVE.iterdir() if p.is_file())
+    assert (recipe / "CMakeLists.txt").read_bytes() == (vulkan.NATIVE / "CMakeLists.txt").read_bytes()
+    assert not (build_dir / "CMakeCache.txt").exists() and (build_dir / "kept.o").exists()
+    (build_dir / "CMakeCache.txt").write_text(f"CMAKE_HOME_DIRECTORY:INTERNAL={recipe}\n")
+    vulkan._stage_recipe(recipe, build_dir)
+    assert (build_dir / "CMakeCache.txt").exists()  # configured from the copy: left alone
