@@ -1,0 +1,37 @@
+"""Command line: ``python -m harness {run,report,repro,diff,bundle,ingest,runtime}``.
+
+Bad input (malformed case file, unknown backend/fix, unreadable results) ends in one line on
+stderr, ``convconf: error: ...``, exit 2, before anything in the output folder is touched.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import warnings
+
+from . import native, results, run
+from .common import EXIT_USAGE, Parser, UsageError
+
+
+def build_parser() -> Parser:
+    p = Parser(prog="harness", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
+    for commands in (run, results, native):
+        commands.add_parsers(sub)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    warnings.filterwarnings("ignore")  # lowering's deprecation chatter is not the user's business
+    logging.disable(logging.WARNING)
+    try:
+        args = build_parser().parse_args(argv)
+        return args.func(args)
+    except UsageError as e:
+        print(f"convconf: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("convconf: interrupted; finished cells are in the journal (resume with --resume)",
+              file=sys.stderr)
+        return 130

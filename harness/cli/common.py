@@ -1,0 +1,62 @@
+"""What every command shares: the one-line usage error, exit codes, and the run summary."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
+
+
+class UsageError(Exception):
+    """Bad input: printed as ``convconf: error: ...`` and exit 2, before any output is touched."""
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, not a usage dump
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def read_matrix(path: Path):
+    from .. import matrix
+
+    try:
+        return matrix.read(path)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
+def print_summary(df, out: Path) -> None:
+    from .. import matrix
+
+    print()
+    print(matrix.status_counts(df).to_string())
+    for line in matrix.fix_summary_lines(df):
+        print(line)
+    agree = matrix.agreement(df)
+    if len(agree):
+        print("\nstatic contract check vs the runtime (executed cells):")
+        print(agree.to_string(index=False))
+    for line in matrix.isolation_lines(df):
+        print(f"isolation finding: {line}")
+    skew = _vulkan_header(out).get("skew_note")
+    failed = df[(df.backend == "vulkan") & df.status.isin(["RUNTIME_ERROR", "CRASH", "MISMATCH"])]
+    if skew and len(failed):
+        print(f"note: {len(failed)} Vulkan cell(s) failed at runtime; {skew}")
+    print(f"{len(df)} cells -> {out / 'matrix.csv'}")
+
+
+def _vulkan_header(out: Path) -> dict:
+    try:
+        return json.loads((out / "run.json").read_text()).get("vulkan") or {}
+    except (OSError, ValueError):
+        return {}
+
+
+def write_report(out: Path) -> None:
+    from .. import matrix, report, repro
+
+    scripts = repro.write_for_run(out, matrix.read(out))
+    path = report.write(out)
+    print(f"report -> {path} ({scripts} repro scripts in {out / 'repro'})")

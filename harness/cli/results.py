@@ -1,0 +1,76 @@
+"""Commands over finished run folders: ``report``, ``repro``, ``diff``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .common import EXIT_FINDINGS, EXIT_OK, UsageError, read_matrix, write_report
+
+
+def add_parsers(sub) -> None:
+    rep = sub.add_parser("report", help="write DIR/report.html from a run folder")
+    rep.add_argument("dir", type=Path)
+    rep.set_defaults(func=cmd_report)
+
+    rp = sub.add_parser("repro", help="write a standalone script that reproduces one cell")
+    rp.add_argument("case_id")
+    rp.add_argument("--backend", required=True)
+    rp.add_argument("--fixes", default="")
+    rp.add_argument("--dir", type=Path, required=True, help="the run folder holding the case")
+    rp.set_defaults(func=cmd_repro)
+
+    d = sub.add_parser("diff", help="cells that regressed / got fixed / changed between two runs")
+    d.add_argument("old", type=Path)
+    d.add_argument("new", type=Path)
+    d.add_argument("--out", type=Path, help="diff.csv path (default: NEW/diff.csv)")
+    d.set_defaults(func=cmd_diff)
+
+
+def cmd_report(args) -> int:
+    read_matrix(args.dir)
+    write_report(args.dir)
+    return EXIT_OK
+
+
+def cmd_repro(args) -> int:
+    from .. import backends, fixes as fix_registry, repro
+    from ..report import repro_name
+
+    try:
+        backends.get(args.backend)
+        fix_names = fix_registry.parse(args.fixes)
+        cases = {c.case_id: c for c in repro.load_run_cases(args.dir)}
+    except (KeyError, ValueError) as e:
+        raise UsageError(str(e.args[0])) from None
+    if args.case_id not in cases:
+        raise UsageError(f"case {args.case_id!r} is not in {args.dir / 'cases.json'}")
+    fixes = ",".join(fix_names)
+    df = read_matrix(args.dir) if (args.dir / "matrix.json").exists() else None
+    status, message = "?", ""
+    if df is not None:
+        hit = df[(df.case_id == args.case_id) & (df.backend == args.backend) & (df.fixes == fixes)]
+        if len(hit):
+            status, message = hit.iloc[0]["status"], hit.iloc[0]["message"] or ""
+    text = repro.script(cases[args.case_id], args.backend, fixes, status, message,
+                        repro.run_runtime_library(args.dir))
+    out = args.dir / "repro"
+    out.mkdir(exist_ok=True)
+    path = out / repro_name(args.case_id, args.backend, fixes)
+    path.write_text(text)
+    print(path)
+    return EXIT_OK
+
+
+def cmd_diff(args) -> int:
+    from ..diff import diff
+
+    table = diff(read_matrix(args.old), read_matrix(args.new))
+    out = args.out or args.new / "diff.csv"
+    table.to_csv(out, index=False)
+    counts = table["change"].value_counts()
+    shown = table[table["change"] != "same"]
+    if len(shown):
+        print(shown.to_string(index=False, max_colwidth=60))
+    print(", ".join(f"{k} {int(counts.get(k, 0))}" for k in
+                    ("regressed", "fixed", "changed", "added", "removed", "same")) + f" -> {out}")
+    return EXIT_FINDINGS if counts.get("regressed", 0) else EXIT_OK

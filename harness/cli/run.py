@@ -1,0 +1,118 @@
+"""``harness run``: generate cases, lower and execute every cell, write the matrix."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from .common import EXIT_FINDINGS, EXIT_OK, UsageError, print_summary, write_report
+
+
+def add_parsers(sub) -> None:
+    r = sub.add_parser("run", help="generate cases, lower and run them, write the matrix")
+    r.add_argument("--out", type=Path, help="run folder (matrix.csv, journal.jsonl, report.html)")
+    r.add_argument("--backends", default="xnnpack,vulkan")
+    r.add_argument("--fixes", default="", help='comma-separated fix names, or "all"')
+    r.add_argument("--profile", choices=["ci", "nightly"], default="ci")
+    r.add_argument("--max-examples", type=int, help="generated cases (default: by profile)")
+    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--cases", nargs="+", default=[], metavar="FILE.json",
+                   help="case files (JSON lists of ConvCase objects) run besides generated ones")
+    r.add_argument("-j", "--jobs", type=int, help="worker processes (default: number of cores)")
+    r.add_argument("--timeout", type=float, default=300.0, help="seconds per cell before CRASH")
+    r.add_argument("--cache", dest="cache_dir", help="lowered-program cache folder "
+                   "(default: $CONVCONF_CACHE or ~/.cache/convconf)")
+    r.add_argument("--no-cache", action="store_true")
+    r.add_argument("--resume", type=Path, metavar="DIR", help="continue a killed run in DIR")
+    r.add_argument("--overwrite", action="store_true", help="replace an existing run in --out")
+    r.add_argument("--fail-on-mismatch", action="store_true",
+                   help="exit 1 when any cell is not PASS or NO_RUNTIME")
+    r.add_argument("--save-failures", metavar="FILE.json",
+                   help="add the cases of non-PASS/NO_RUNTIME cells to this case file")
+    r.add_argument("--vulkan-runtime", default="auto", metavar="auto|PATH|none",
+                   help="Vulkan runtime plug-in to execute the Vulkan lane with (default: the one "
+                   "built for the installed executorch, if any)")
+    r.add_argument("--no-progress", action="store_true")
+    r.add_argument("--no-report", action="store_true")
+    r.set_defaults(func=cmd_run)
+
+
+def cmd_run(args) -> int:
+    from .. import generate, runner
+    from ..cache import default_dir
+    from ..runtimes import RuntimeBuildError
+    from ..runtimes.load import resolve as resolve_runtime
+    from ..spec import CaseError, load_cases
+
+    # Everything that can be wrong with the input is checked before the run folder is touched.
+    if args.resume:
+        out = args.resume
+        if not (out / "run.json").exists() or not (out / "cases.json").exists():
+            raise UsageError(f"--resume {out}: not a convconf run folder (no run.json/cases.json)")
+        config, cases = runner.load_run(out)
+        if args.jobs:
+            config.jobs = args.jobs
+        if config.vulkan_runtime and not Path(config.vulkan_runtime).is_file():
+            raise UsageError(f"--resume {out}: its Vulkan runtime {config.vulkan_runtime} is gone")
+        from .. import journal
+
+        read = journal.read(out / "journal.jsonl")
+        for problem in read.problems:
+            print(f"convconf: warning: {problem}", file=sys.stderr)
+        if read.problems:
+            journal.Journal(out / "journal.jsonl").mend(read)
+        done_rows = read.rows
+        print(f"resuming {out}: {len(done_rows)} cells already done", file=sys.stderr)
+    else:
+        if not args.out:
+            raise UsageError("run: --out DIR is required (or --resume DIR)")
+        out = args.out
+        backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+        if not backends:
+            raise UsageError("run: --backends is empty")
+        try:
+            fixes = runner.validate_names(backends, args.fixes)
+        except KeyError as e:
+            raise UsageError(str(e.args[0])) from None
+        try:
+            listed = [c for f in args.cases for c in load_cases(f)]
+        except CaseError as e:
+            raise UsageError(str(e)) from None
+        if out.exists() and (out / "journal.jsonl").exists() and not args.overwrite:
+            raise UsageError(f"{out} already holds a run; use --resume {out} to continue it "
+                             f"or --overwrite to replace it")
+        n = args.max_examples if args.max_examples is not None else generate.PROFILES[args.profile]
+        if n < 0:
+            raise UsageError("run: --max-examples must be >= 0")
+        jobs = args.jobs or runner.default_jobs()
+        if jobs < 1:
+            raise UsageError("run: --jobs must be >= 1")
+        cache_dir = None if args.no_cache else str(args.cache_dir or default_dir())
+        try:
+            vulkan_runtime = resolve_runtime(args.vulkan_runtime) if "vulkan" in backends else None
+        except RuntimeBuildError as e:
+            raise UsageError(str(e)) from None
+        config = runner.RunConfig(backends=backends, fixes=fixes, profile=args.profile,
+                                  max_examples=n, seed=args.seed, case_files=list(args.cases),
+                                  timeout=args.timeout, jobs=jobs, cache_dir=cache_dir,
+                                  vulkan_runtime=vulkan_runtime)
+        cases = listed + [c for c in generate.generate(n, args.seed)
+                          if c.case_id not in {x.case_id for x in listed}]
+        runner.start(out, config, cases)
+        done_rows = []
+
+    df = runner.execute(out, config, cases, progress=not args.no_progress, done_rows=done_rows)
+    print_summary(df, out)
+    if not args.no_report:
+        write_report(out)
+    if args.save_failures:
+        from ..corpus import save_failures
+
+        added = save_failures(df, cases, args.save_failures)
+        print(f"{args.save_failures}: {added} new failing case(s) added")
+    if args.fail_on_mismatch:
+        from ..status import OK
+
+        if (~df["status"].isin([s.value for s in OK])).any():
+            return EXIT_FINDINGS
+    return EXIT_OK
