@@ -8,7 +8,6 @@ import logging
 import os
 import shutil
 import warnings
-from pathlib import Path
 
 import pytest
 
@@ -33,14 +32,6 @@ def pytest_sessionfinish(session, exitstatus):
     if exitstatus == 5:  # no tests collected: a failure, said out loud
         print("\nconvconf: pytest collected no tests; that is a failure, not a pass")
         session.exitstatus = 1
-
-
-# The ExecuTorch source for the Vulkan runtime build: $CONVCONF_EXECUTORCH_SRC when set (.ci/run
-# sets it), else the project machines' layout, shared/executorch-src beside the checkout; a user
-# elsewhere gets the wheel's own commit through git (harness/runtimes/source.py).
-_SHARED_SRC = Path(__file__).resolve().parent.parent / "shared" / "executorch-src"
-if not os.environ.get("CONVCONF_EXECUTORCH_SRC") and _SHARED_SRC.is_dir():
-    os.environ["CONVCONF_EXECUTORCH_SRC"] = str(_SHARED_SRC)
 
 
 @pytest.fixture(scope="session")

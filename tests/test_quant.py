@@ -5,7 +5,7 @@ import torch
 from hypothesis import given, settings
 
 from conftest import lowering_examples
-from harness.backends import Backend, QuantUnsupported, get as get_backend
+from harness.backends import Backend, QuantUnsupported
 from harness.build import build_module, make_inputs
 from harness.compare import compare
 from harness.matrix import frame

@@ -133,7 +133,9 @@ def test_source_folder_without_a_pairing_tarball_names_what_it_found(tmp_path):
     import shutil
     import os
 
-    shared = os.environ["CONVCONF_EXECUTORCH_SRC"]
+    from harness.runtimes.source import BESIDE_CHECKOUT
+
+    shared = os.environ.get("CONVCONF_EXECUTORCH_SRC") or str(BESIDE_CHECKOUT)
     only_old = tmp_path / "src"
     only_old.mkdir()
     for t in os.listdir(shared):

@@ -173,13 +173,22 @@ def git_fetch(wheel: Wheel, dest: Path, timeout: float = 180) -> Source:
     return _from_tree(dest)
 
 
+# This project's machines and CI keep the sources in ``shared/executorch-src`` beside the
+# checkout; from an editable install that is two folders above this package.
+BESIDE_CHECKOUT = Path(__file__).resolve().parents[3] / "shared" / "executorch-src"
+
+
 def resolve(explicit: str | None, wheel: Wheel, fetch_dir: Path) -> Source:
+    """--source, else $CONVCONF_EXECUTORCH_SRC, else shared/executorch-src beside the checkout,
+    else a shallow git fetch of the wheel's own commit."""
     if explicit:
         return from_path(Path(explicit), wheel)
     if os.environ.get(ENV):
         return from_path(Path(os.environ[ENV]), wheel)
+    if BESIDE_CHECKOUT.is_dir():
+        return from_path(BESIDE_CHECKOUT, wheel)
     try:
         return git_fetch(wheel, fetch_dir)
     except RuntimeBuildError as e:
         raise RuntimeBuildError(f"no ExecuTorch source for the runtime: --source not given, ${ENV} "
-                                f"not set, and {e}") from None
+                                f"not set, no {BESIDE_CHECKOUT}, and {e}") from None
