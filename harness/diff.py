@@ -7,9 +7,31 @@ import pandas as pd
 KEY = ["case_id", "backend", "fixes"]
 
 
+def lanes(old: pd.DataFrame, new: pd.DataFrame, old_lane: str, new_lane: str):
+    """Lane OLD_LANE of one matrix against lane NEW_LANE of another (or the same) matrix, e.g.
+    ``vulkan`` (lavapipe) against ``vulkan@h200``: both are relabelled ``OLD_LANE vs NEW_LANE`` so
+    that ``diff`` pairs them by case and fix set."""
+    for df, lane in ((old, old_lane), (new, new_lane)):
+        if not (df["backend"] == lane).any():
+            raise ValueError(f"--lanes: no cells of lane {lane!r} (there are: "
+                             f"{', '.join(sorted(df['backend'].unique()))})")
+    label = f"{old_lane} vs {new_lane}"
+    old, new = (df[df["backend"] == lane].assign(backend=label)
+                for df, lane in ((old, old_lane), (new, new_lane)))
+    # A device lane holds only the cells a bundle carried (those with a program to run); cells
+    # that stopped before execution in one lane are not a difference between devices.
+    both = old[KEY].merge(new[KEY])
+    unpaired = len(old) + len(new) - 2 * len(both)
+    return old.merge(both), new.merge(both), unpaired
+
+
 def diff(old: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
-    both = old[KEY + ["status"]].merge(new[KEY + ["status", "message"]], on=KEY, how="outer",
-                                       suffixes=("_old", "_new"), indicator=True)
+    # max|d| on both sides: two lanes or releases that both PASS (or both MISMATCH) can still
+    # compute different numbers, and a reader comparing devices wants to see that.
+    err = ["max_abs_error"] if "max_abs_error" in old and "max_abs_error" in new else []
+    both = old[KEY + ["status"] + err].merge(new[KEY + ["status", "message"] + err], on=KEY,
+                                             how="outer", suffixes=("_old", "_new"),
+                                             indicator=True)
 
     def kind(r) -> str:
         if r["_merge"] == "left_only":

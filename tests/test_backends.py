@@ -1,5 +1,6 @@
 """The delegate lanes against real executorch lowering and runtime."""
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -75,3 +76,30 @@ def test_vulkan_contract_violation_iff_short_int_list(case):
         return
     flagged = any("[ivec2]" in v for v in entry["contract_violations"])
     assert flagged == case.has_short_int_list(), entry["message"]
+
+
+RUNTIME_LEARNT = [  # (case, rule the runtime proved, or None where the same family is legal)
+    (dict(dim=1, in_channels=4, out_channels=4, kernel_size=1, groups=2, input_shape=(1, 4, 7)),
+     "conv1d-pw-groups"),
+    (dict(dim=1, in_channels=4, out_channels=4, kernel_size=1, input_shape=(1, 4, 7)), None),
+    (dict(dim=2, in_channels=4, out_channels=4, kernel_size=2, groups=4, dilation=2,
+          input_shape=(1, 4, 8, 8)), "dw-shader"),
+    (dict(dim=2, in_channels=4, out_channels=4, kernel_size=3, groups=4, stride=2,
+          input_shape=(1, 4, 8, 8)), None),  # 3x3 has a stride != dilation shader
+    (dict(dim=2, in_channels=12, out_channels=8, kernel_size=3, groups=2,
+          input_shape=(1, 12, 8, 8), quant="int8_per_channel"), "q8ta-group-channels"),
+    (dict(dim=2, in_channels=8, out_channels=8, kernel_size=3, groups=2,
+          input_shape=(1, 8, 8, 8), quant="int8_per_channel"), None),
+]
+
+
+@pytest.mark.parametrize("fields,rule", RUNTIME_LEARNT,
+                         ids=[r or f"legal{i}" for i, (_, r) in enumerate(RUNTIME_LEARNT)])
+def test_contract_rules_learnt_from_the_runtime(fields, rule):
+    entry = prepare(ConvCase.from_dict(fields), "vulkan", [])
+    assert entry.get("delegated_ops"), entry["message"]  # the partitioner took it
+    rules = {v.split("]")[0].lstrip("[") for v in entry["contract_violations"]}
+    if rule:
+        assert entry["status"] == "CONTRACT_VIOLATION" and rule in rules, entry["message"]
+    else:
+        assert not rules, entry["contract_violations"]

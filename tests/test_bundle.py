@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from harness import matrix
@@ -71,6 +72,21 @@ def test_device_lane_has_the_in_process_statuses(ingested):
     assert "(ints.size() == 2) is false" in valid.message
     assert (device[device.status == "PASS"].run_time_s > 0).all()
     assert "vulkan@lavapipe" in stdout and "llvmpipe" in stdout
+
+
+def test_diff_between_lanes_pairs_the_device_with_the_local_lane(ingested):
+    tmp, local, _, _ = ingested
+    run = tmp / "run"
+    proc = harness("diff", run, run, "--lanes", "vulkan", "vulkan@lavapipe")
+    assert proc.returncode == 0, proc.stderr
+    assert f"{len(local)} cells in both lanes" in proc.stdout
+    assert f"same {len(local)} -> " in proc.stdout  # the same device through two paths
+    table = pd.read_csv(run / "diff-vulkan-vs-vulkan@lavapipe.csv")
+    assert set(table.backend) == {"vulkan vs vulkan@lavapipe"}
+    passed = table[table.new == "PASS"]
+    assert len(passed) and (passed.max_abs_error_old == passed.max_abs_error_new).all()
+    bad = harness("diff", run, run, "--lanes", "vulkan", "vulkan@nowhere")
+    assert bad.returncode == 2 and "no cells of lane 'vulkan@nowhere'" in bad.stderr
 
 
 def test_report_shows_the_device_lane_and_device(ingested):

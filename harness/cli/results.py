@@ -23,6 +23,9 @@ def add_parsers(sub) -> None:
     d.add_argument("old", type=Path)
     d.add_argument("new", type=Path)
     d.add_argument("--out", type=Path, help="diff.csv path (default: NEW/diff.csv)")
+    d.add_argument("--lanes", nargs=2, metavar=("OLD_LANE", "NEW_LANE"),
+                   help="compare lane OLD_LANE of OLD with lane NEW_LANE of NEW (OLD and NEW may "
+                   "be the same run, e.g. RUN RUN --lanes vulkan vulkan@h200)")
     d.set_defaults(func=cmd_diff)
 
 
@@ -62,15 +65,31 @@ def cmd_repro(args) -> int:
 
 
 def cmd_diff(args) -> int:
-    from ..diff import diff
+    from ..diff import diff, lanes
 
-    table = diff(read_matrix(args.old), read_matrix(args.new))
-    out = args.out or args.new / "diff.csv"
+    old, new = read_matrix(args.old), read_matrix(args.new)
+    if args.lanes:
+        try:
+            old, new, unpaired = lanes(old, new, *args.lanes)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+        print(f"{len(old)} cells in both lanes; {unpaired} in only one (not executed there)")
+    table = diff(old, new)
+    out = args.out or args.new / ("diff-" + "-vs-".join(args.lanes) + ".csv" if args.lanes
+                                  else "diff.csv")
     table.to_csv(out, index=False)
     counts = table["change"].value_counts()
     shown = table[table["change"] != "same"]
     if len(shown):
         print(shown.to_string(index=False, max_colwidth=60))
+    if "max_abs_error_old" in table:
+        # Same wrong verdict, different wrong numbers: e.g. a shader reading memory it never wrote.
+        same_bad = table[(table["change"] == "same") & (table["new"] == "MISMATCH")
+                         & (table["max_abs_error_old"] != table["max_abs_error_new"])]
+        if len(same_bad):
+            print("same status, different values:")
+            print(same_bad[["case_id", "backend", "fixes", "new", "max_abs_error_old",
+                            "max_abs_error_new"]].to_string(index=False, max_colwidth=60))
     print(", ".join(f"{k} {int(counts.get(k, 0))}" for k in
                     ("regressed", "fixed", "changed", "added", "removed", "same")) + f" -> {out}")
     return EXIT_FINDINGS if counts.get("regressed", 0) else EXIT_OK
