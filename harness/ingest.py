@@ -21,7 +21,7 @@ from . import backends, matrix
 from .bundle import program_entry
 from .compare import compare
 from .execute import runtime_message
-from .pipeline import METRIC_COLUMNS, base_row
+from .record import METRIC_COLUMNS, CellResult
 from .repro import load_run_cases
 from .runtimes.device import describe
 from .status import Status
@@ -67,13 +67,16 @@ def _death(code: int, log: str) -> str:
     return what + (f"; it printed: {said}" if said else "")
 
 
-def cell_row(run_dir: Path, local: dict, case, lane: str, cell_dir: Path) -> dict:
-    backend = backends.get(local["backend"])
-    row = base_row(case, lane, [f for f in local["fixes"].split(",") if f])
-    row.update({k: local.get(k) for k in ("predicted", "contract_violations", "delegated_ops",
-                                          "undelegated_ops", "pte_size_kb", "lower_time_s",
-                                          "quantize_time_s")})
-    row["phase"] = "execute"
+# What a device lane keeps of the local cell: the lowering is the same program, run elsewhere.
+FROM_LOCAL = ("predicted", "contract_violations", "delegated_ops", "undelegated_ops",
+              "pte_size_kb", "lower_time_s", "quantize_time_s")
+
+
+def cell_result(run_dir: Path, local: CellResult, case, lane: str,
+                cell_dir: Path) -> CellResult:
+    backend = backends.get(local.backend)
+    row = CellResult(case=case, backend=lane, fixes=local.fixes, phase="execute",
+                     **{k: getattr(local, k) for k in FROM_LOCAL})
     code_file = cell_dir / "exit_code"
     if not code_file.exists():
         row.update(status=Status.NO_RUNTIME.value,
@@ -100,17 +103,17 @@ def cell_row(run_dir: Path, local: dict, case, lane: str, cell_dir: Path) -> dic
     if result.get("status") != "ok" or not result.get("outputs"):
         raise IngestError(f"{cell_dir / 'result.json'}: exit 0 without outputs")
     out = _output(cell_dir, result["outputs"][0])
-    entry = program_entry(run_dir, case, local["backend"], local["fixes"])
+    entry = program_entry(run_dir, case, local.backend, local.fixes)
     refs = entry["refs"]
     verdict = compare(out, refs["ref"], float_ref=refs.get("float_ref"),
                       out_scale=entry.get("out_scale"), steps=backend.quant_tolerance_steps)
-    row.update({c: verdict.metrics.get(c) for c in METRIC_COLUMNS})
+    row.update(**{c: verdict.metrics.get(c) for c in METRIC_COLUMNS})
     row.update(status=(Status.PASS if verdict.ok else Status.MISMATCH).value,
                message=verdict.message, run_time_s=result.get("run_s"))
     return row
 
 
-def ingest(run_dir: Path, results: Path, device_name: str) -> tuple[list[dict], dict]:
+def ingest(run_dir: Path, results: Path, device_name: str) -> tuple[list[CellResult], dict]:
     """-> (the new lane's rows, the device header); the run's matrix and run.json updated."""
     if not re.fullmatch(r"[A-Za-z0-9._-]+", device_name or ""):
         raise IngestError(f"--device-name {device_name!r}: use letters, digits, '.', '_', '-'")
@@ -123,21 +126,21 @@ def ingest(run_dir: Path, results: Path, device_name: str) -> tuple[list[dict], 
         raise IngestError(str(e)) from None
     if Path(bundle.get("run_dir", "")).resolve() != run_dir.resolve():
         raise IngestError(f"{results}: results of a bundle of {bundle.get('run_dir')}, not {run_dir}")
-    local = {(r["case_id"], r["backend"], r["fixes"]): r for r in df.to_dict(orient="records")}
+    local = {r.key: r for r in map(CellResult.from_row, df.to_dict(orient="records"))}
     rows = []
     for cell, ref in sorted(index.items()):
         k = (ref["case_id"], ref["backend"], ref["fixes"])
         if k not in local or ref["case_id"] not in cases:
             raise IngestError(f"{results / 'cells.json'}: cell {cell} ({ref['case_id']}) is not in {run_dir}")
-        rows.append(cell_row(run_dir, local[k], cases[ref["case_id"]],
-                             f"{ref['backend']}@{device_name}", results / cell))
+        rows.append(cell_result(run_dir, local[k], cases[ref["case_id"]],
+                                f"{ref['backend']}@{device_name}", results / cell))
     devices = _json(results / "devices.json") if (results / "devices.json").exists() else {}
     device = {"name": device_name, "devices": devices.get("devices", []),
               "described": [describe(d) for d in devices.get("devices", [])],
               "runtime": bundle.get("runtime", {}), "results": str(results.resolve())}
     lane = f"{bundle.get('lane', 'vulkan')}@{device_name}"
     kept = df[df["backend"] != lane].to_dict(orient="records")  # a re-ingest replaces the lane
-    matrix.write(matrix.frame(kept + rows), run_dir)
+    matrix.write(matrix.frame(kept + [r.to_row() for r in rows]), run_dir)
     header = _json(run_dir / "run.json")
     header.setdefault("devices", {})[lane] = device
     (run_dir / "run.json").write_text(json.dumps(header, indent=1))

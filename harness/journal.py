@@ -16,10 +16,6 @@ class JournalRead:
     good_bytes: int = 0  # length of the prefix made of complete, parseable lines
 
 
-def cell_key(row: dict) -> tuple:
-    return row["case_id"], row["backend"], row["fixes"]
-
-
 def read(path: str | os.PathLike) -> JournalRead:
     result = JournalRead()
     path = Path(path)

@@ -12,31 +12,20 @@ import traceback
 
 import torch
 
-from . import backends, versions
+from . import backends
 from .build import build_module, eager_check, make_inputs
 from .cache import Cache, key as cache_key
 from .compare import compare
 from .execute import RuntimeFailure, run_pte
 from .lower import lower
 from .quantize import output_qparams, quantize
+from .record import METRIC_COLUMNS, CellResult
 from .spec import ConvCase
 from .status import STATIC_FINAL, Status
 
-METRIC_COLUMNS = ("max_abs_error", "max_rel_error", "mae", "sqnr_db", "max_abs_error_vs_float",
-                  "error_steps", "tolerance", "out_shape", "ref_shape")
 
-
-def base_row(case: ConvCase, backend: str, fix_names: list[str]) -> dict:
-    row = {"case_id": case.case_id, "backend": backend, "fixes": ",".join(fix_names)}
-    row.update(case.to_dict())
-    row.update(padding_spelling=case.padding_spelling, kernel_parity=case.kernel_parity)
-    row.update({c: None for c in METRIC_COLUMNS})
-    row.update(status=None, phase=None, message="", predicted=None, isolation="",
-               delegated_ops={}, undelegated_ops={},
-               contract_violations=[], pte_size_kb=None, quantize_time_s=None,
-               lower_time_s=None, run_time_s=None, cell_time_s=None, cached=False,
-               executorch_version=versions.stack()["executorch"])
-    return row
+def new_result(case: ConvCase, backend: str, fix_names: list[str]) -> CellResult:
+    return CellResult(case=case, backend=backend, fixes=",".join(fix_names))
 
 
 def _first_line(e: BaseException) -> str:
@@ -106,14 +95,14 @@ def prepare(case: ConvCase, backend_name: str, fix_names: list[str]) -> dict:
 
 
 def run_cell(case: ConvCase, backend_name: str, fix_names: list[str],
-             cache: Cache | None = None) -> dict:
+             cache: Cache | None = None) -> CellResult:
     t0 = time.perf_counter()
     fix_names = sorted(fix_names)
-    row = base_row(case, backend_name, fix_names)
+    row = new_result(case, backend_name, fix_names)
     backend = backends.get(backend_name)
     k = cache_key(case.case_id, backend_name, fix_names)
     entry = cache.load(k) if cache else None  # only valid cases are ever cached
-    row["cached"] = entry is not None
+    row.cached = entry is not None
     if entry is None:
         invalid = eager_check(case)
         if invalid:
@@ -127,22 +116,23 @@ def run_cell(case: ConvCase, backend_name: str, fix_names: list[str],
         return _done(row, t0)
 
     refs = entry["refs"]
-    row["phase"] = "execute"
+    row.phase = "execute"
     try:
-        outputs, row["run_time_s"] = run_pte(entry["pte"], refs["inputs"])
+        outputs, row.run_time_s = run_pte(entry["pte"], refs["inputs"])
     except RuntimeFailure as e:
         row.update(status=Status.RUNTIME_ERROR.value, message=str(e))
         return _done(row, t0)
-    row["phase"] = "compare"
+    row.phase = "compare"
     verdict = compare(outputs[0], refs["ref"], float_ref=refs.get("float_ref"),
                       out_scale=entry.get("out_scale"), steps=backend.quant_tolerance_steps)
-    row.update({c: verdict.metrics.get(c) for c in METRIC_COLUMNS})
+    row.update(**{c: verdict.metrics.get(c) for c in METRIC_COLUMNS})
     row.update(status=(Status.PASS if verdict.ok else Status.MISMATCH).value,
                message=verdict.message)
     return _done(row, t0)
 
 
-def cached_row(case: ConvCase, backend_name: str, fix_names: list[str], cache: Cache) -> dict | None:
+def cached_row(case: ConvCase, backend_name: str, fix_names: list[str],
+               cache: Cache) -> CellResult | None:
     """The finished row of a cell whose outcome needs no execution and is cached (a static
     verdict, or no runtime to run it on); None when the cell must go to a worker."""
     t0 = time.perf_counter()
@@ -150,44 +140,48 @@ def cached_row(case: ConvCase, backend_name: str, fix_names: list[str], cache: C
     meta = cache.load_meta(cache_key(case.case_id, backend_name, fix_names))
     if meta is None:
         return None
-    row = base_row(case, backend_name, fix_names)
+    row = new_result(case, backend_name, fix_names)
     _static(row, meta)
-    row["cached"] = True
+    row.cached = True
     return _done(row, t0) if _finished_without_runtime(row, backends.get(backend_name)) else None
 
 
-def _static(row: dict, entry: dict) -> None:
-    """Copy the cached static stages into the row; the contract check becomes ``predicted``."""
-    row.update({n: v for n, v in entry.items() if n in row})
+STATIC_FIELDS = ("status", "phase", "message", "delegated_ops", "undelegated_ops",
+                 "contract_violations", "pte_size_kb", "quantize_time_s", "lower_time_s")
+
+
+def _static(row: CellResult, entry: dict) -> None:
+    """Copy the cached static stages into the record; the contract check becomes ``predicted``."""
+    row.update(**{n: entry[n] for n in STATIC_FIELDS if n in entry})
     if entry["status"] is None or entry["status"] == Status.CONTRACT_VIOLATION.value:
-        row["predicted"] = Status.CONTRACT_VIOLATION.value if entry.get("contract_violations") \
+        row.predicted = Status.CONTRACT_VIOLATION.value if entry.get("contract_violations") \
             else "clean"
 
 
-def _finished_without_runtime(row: dict, backend) -> bool:
+def _finished_without_runtime(row: CellResult, backend) -> bool:
     """True (row final) unless the cell is to execute: a static verdict that execution cannot
     change, or no runtime (then a predicted violation stays CONTRACT_VIOLATION, else NO_RUNTIME)."""
-    if row["status"] in {s.value for s in STATIC_FINAL}:
+    if row.status in {s.value for s in STATIC_FINAL}:
         return True
     if backend.runtime_available():
         row.update(status=None, message="")
         return False
-    if not row["status"]:
+    if not row.status:
         row.update(status=Status.NO_RUNTIME.value, phase="execute",
                    message=f"{backend.runtime_name} is not registered in the installed runtime")
     return True
 
 
-def _done(row: dict, t0: float) -> dict:
-    row["cell_time_s"] = round(time.perf_counter() - t0, 3)
+def _done(row: CellResult, t0: float) -> CellResult:
+    row.cell_time_s = round(time.perf_counter() - t0, 3)
     return row
 
 
 def crash_row(case: ConvCase, backend_name: str, fix_names: list[str], message: str,
-              cache: Cache | None = None) -> dict:
-    """The row for a cell whose worker died; what was cached before it died is kept."""
+              cache: Cache | None = None) -> CellResult:
+    """The record of a cell whose worker died; what was cached before it died is kept."""
     fix_names = sorted(fix_names)
-    row = base_row(case, backend_name, fix_names)
+    row = new_result(case, backend_name, fix_names)
     meta = cache.load_meta(cache_key(case.case_id, backend_name, fix_names)) if cache else None
     if meta:
         _static(row, meta)

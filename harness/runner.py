@@ -12,6 +12,7 @@ from pathlib import Path
 from . import backends as backend_registry, fixes as fix_registry, journal as journal_mod
 from . import matrix, versions, workers
 from .cache import Cache
+from .record import CellResult
 from .spec import ConvCase
 
 
@@ -56,7 +57,7 @@ def fix_list(task: dict) -> list[str]:
     return [f for f in task["fixes"].split(",") if f]
 
 
-def work(task: dict) -> dict:
+def work(task: dict) -> CellResult:
     """Runs in a worker process."""
     from .pipeline import run_cell
 
@@ -79,7 +80,7 @@ def header(config: RunConfig, n_cases: int) -> dict:
 
 
 def execute(out_dir: Path, config: RunConfig, cases: list[ConvCase], *,
-            progress: bool = True, done_rows: list[dict] | None = None):
+            progress: bool = True, done_rows: list[CellResult] | None = None):
     from .runtimes.load import use
 
     with use(config.vulkan_runtime):  # cached_row asks whether the runtime is there
@@ -87,17 +88,17 @@ def execute(out_dir: Path, config: RunConfig, cases: list[ConvCase], *,
 
 
 def _execute(out_dir: Path, config: RunConfig, cases: list[ConvCase], progress: bool,
-             done_rows: list[dict] | None):
+             done_rows: list[CellResult] | None):
     tasks = cells(cases, config)
     done_rows = done_rows or []
-    done = {journal_mod.cell_key(r) for r in done_rows}
+    done = {r.key for r in done_rows}
     todo = [t for t in tasks if key(t) not in done]
     log_dir = str(out_dir / "logs")
     cache = Cache(config.cache_dir) if config.cache_dir else None
     for t in todo:
         t["cache_dir"] = config.cache_dir
     journal = journal_mod.Journal(out_dir / "journal.jsonl")
-    rows = {journal_mod.cell_key(r): r for r in done_rows}
+    rows = {r.key: r for r in done_rows}
     t0 = time.perf_counter()
     bar = _progress(len(tasks), len(done_rows), progress)
     from .pipeline import cached_row, crash_row
@@ -107,10 +108,10 @@ def _execute(out_dir: Path, config: RunConfig, cases: list[ConvCase], progress: 
     pool = dict(jobs=config.jobs, timeout=config.timeout, on_start=load_runtime,
                 on_start_args=(config.vulkan_runtime,))
 
-    def record(row: dict) -> None:
-        journal.append(row)
-        rows[journal_mod.cell_key(row)] = row
-        bar.set_postfix_str(f"{row['status']} {row['backend']}", refresh=False)
+    def record(row: CellResult) -> None:
+        journal.append(row.to_row())
+        rows[row.key] = row
+        bar.set_postfix_str(f"{row.status} {row.backend}", refresh=False)
         bar.update(1)
 
     need_worker = []
@@ -121,7 +122,7 @@ def _execute(out_dir: Path, config: RunConfig, cases: list[ConvCase], progress: 
             need_worker.append(t)
         else:
             record(row)
-    def outcome(task, row, death, logs) -> dict:
+    def outcome(task, row, death, logs) -> CellResult:
         if row is not None:
             return row
         said = workers.crash_output(logs, tag(task))
@@ -135,7 +136,7 @@ def _execute(out_dir: Path, config: RunConfig, cases: list[ConvCase], progress: 
     for task, row, death in workers.run(need_worker, work, log_dir=log_dir, **pool):
         row = outcome(task, row, death, log_dir)
         before = workers.history(log_dir, tag(task))
-        if row["status"] in failed and before:
+        if row.status in failed and before:
             shared[key(task)] = (task, row, before[-1])
             continue
         record(row)
@@ -144,11 +145,11 @@ def _execute(out_dir: Path, config: RunConfig, cases: list[ConvCase], progress: 
                                         log_dir=alone_logs, max_tasks=1, **pool):
         row = outcome(task, row, death, alone_logs)
         _, first, previous = shared[key(task)]
-        row["isolation"] = isolation_note(first, row, previous)
+        row.isolation = isolation_note(first, row, previous)
         record(row)
     bar.close()
     ordered = [rows[key(t)] for t in tasks if key(t) in rows]
-    df = matrix.frame(ordered)
+    df = matrix.frame([r.to_row() for r in ordered])
     matrix.write(df, out_dir)
     meta = json.loads((out_dir / "run.json").read_text())
     meta["duration_s"] = round(meta.get("duration_s", 0) + time.perf_counter() - t0, 1)
@@ -157,12 +158,12 @@ def _execute(out_dir: Path, config: RunConfig, cases: list[ConvCase], progress: 
     return df
 
 
-def isolation_note(shared: dict, alone: dict, previous: str) -> str:
+def isolation_note(shared: CellResult, alone: CellResult, previous: str) -> str:
     """How a cell that failed in a reused worker fared alone; 'DIFFERS' marks a finding."""
-    if shared["status"] == alone["status"]:
-        return f"re-run alone: same {alone['status']}"
-    return (f"DIFFERS: alone {alone['status']}; in a worker right after {previous} it was "
-            f"{shared['status']} ({(shared.get('message') or '')[:300]})")
+    if shared.status == alone.status:
+        return f"re-run alone: same {alone.status}"
+    return (f"DIFFERS: alone {alone.status}; in a worker right after {previous} it was "
+            f"{shared.status} ({(shared.message or '')[:300]})")
 
 
 def _progress(total: int, initial: int, enabled: bool):

@@ -38,15 +38,15 @@ def test_vulkan_cell_without_runtime_is_no_runtime_never_pass():
     with load.use(None):  # --vulkan-runtime none, even where a plug-in is loaded
         row = run_cell(seed(0), "vulkan", [])
         flagged = run_cell(seed("valid"), "vulkan", [])
-    assert row["status"] == "NO_RUNTIME" and "VulkanBackend" in row["message"]
-    assert row["delegated_ops"] == {"aten.convolution": 1}
-    assert flagged["status"] == "CONTRACT_VIOLATION"  # the prediction is all there is
+    assert row.status == "NO_RUNTIME" and "VulkanBackend" in row.message
+    assert row.delegated_ops == {"aten.convolution": 1}
+    assert flagged.status == "CONTRACT_VIOLATION"  # the prediction is all there is
 
 
 def test_vulkan_cell_with_runtime_executes(vulkan_runtime):
     row = run_cell(seed(0), "vulkan", [])
-    assert row["status"] == "PASS" and row["run_time_s"] > 0, row["message"]
-    assert row["max_abs_error"] <= 1e-4
+    assert row.status == "PASS" and row.run_time_s > 0, row.message
+    assert row.max_abs_error <= 1e-4
 
 
 def test_vulkan_conv1d_length_one_lists_are_legal():
@@ -60,11 +60,11 @@ def test_vulkan_conv1d_length_one_lists_are_legal():
 @given(conv_cases(quant=st.just(None)))
 def test_xnnpack_fp32_cells_pass_or_say_why(case):
     row = run_cell(case, "xnnpack", [])
-    assert row["status"] in {"PASS", "NOT_DELEGATED", "LOWER_ERROR"}, row["message"]
-    if row["status"] == "PASS":
-        assert row["max_abs_error"] <= 1e-3
+    assert row.status in {"PASS", "NOT_DELEGATED", "LOWER_ERROR"}, row.message
+    if row.status == "PASS":
+        assert row.max_abs_error <= 1e-3
     else:
-        assert row["message"]
+        assert row.message
 
 
 @settings(max_examples=lowering_examples())

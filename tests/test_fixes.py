@@ -98,10 +98,10 @@ def test_xnnpack_fix_rewrites_the_graph():
 def test_xnnpack_fix_executes_fully_delegated_and_exact(scheme, k, dilation, length):
     case = quant_conv1d_same(k, dilation, length, scheme)
     row = run_cell(case, "xnnpack", [XNN_FIX])
-    assert row["status"] == "PASS", row["message"]
-    assert row["undelegated_ops"] == {}
-    assert "aten.constant_pad_nd" not in row["delegated_ops"]
-    assert row["error_steps"] <= 1 + 1e-5  # one output step, as compare.py allows
+    assert row.status == "PASS", row.message
+    assert row.undelegated_ops == {}
+    assert "aten.constant_pad_nd" not in row.delegated_ops
+    assert row.error_steps <= 1 + 1e-5  # one output step, as compare.py allows
 
 
 def test_xnnpack_fix_leaves_fp32_and_odd_kernels_alone():
@@ -110,5 +110,5 @@ def test_xnnpack_fix_leaves_fp32_and_odd_kernels_alone():
                  quant_conv1d_same(k=3)):
         stock = run_cell(case, "xnnpack", [])
         fixed = run_cell(case, "xnnpack", [XNN_FIX])
-        assert fixed["delegated_ops"] == stock["delegated_ops"]
-        assert fixed["status"] == stock["status"] == "PASS"
+        assert fixed.delegated_ops == stock.delegated_ops
+        assert fixed.status == stock.status == "PASS"

@@ -21,11 +21,11 @@ Q2D = ConvCase(dim=2, in_channels=4, out_channels=8, kernel_size=3, padding=1,
 @pytest.mark.parametrize("scheme", ["int8_per_tensor", "int8_per_channel"])
 def test_quantized_xnnpack_conv2d_passes(scheme):
     row = run_cell(ConvCase(**{**Q2D.to_dict(), "quant": scheme}), "xnnpack", [])
-    assert row["status"] == "PASS", row["message"]
-    assert row["error_steps"] <= 1 + 1e-5  # one output step, as compare.py allows
-    assert 10 < row["sqnr_db"] < 80  # real int8 error vs the float model, not zero, not garbage
-    assert "quantized_decomposed.quantize_per_tensor" in row["delegated_ops"]
-    assert row["undelegated_ops"] == {}
+    assert row.status == "PASS", row.message
+    assert row.error_steps <= 1 + 1e-5  # one output step, as compare.py allows
+    assert 10 < row.sqnr_db < 80  # real int8 error vs the float model, not zero, not garbage
+    assert "quantized_decomposed.quantize_per_tensor" in row.delegated_ops
+    assert row.undelegated_ops == {}
 
 
 def test_tolerance_rule_rejects_a_perturbed_output():
@@ -49,25 +49,25 @@ def test_fp32_tolerance_rule():
 
 def test_vulkan_quantized_conv2d_lowers_to_q8ta_and_shares_the_padding_bug(vulkan_runtime):
     good = run_cell(Q2D, "vulkan", [])
-    assert good["status"] == "PASS", good["message"]
-    assert good["error_steps"] <= 1.0
-    assert "quantized_decomposed.quantize_per_tensor" in good["delegated_ops"]
+    assert good.status == "PASS", good.message
+    assert good.error_steps <= 1.0
+    assert "quantized_decomposed.quantize_per_tensor" in good.delegated_ops
     valid = ConvCase(**{**Q2D.to_dict(), "padding": "valid"})
     stock = run_cell(valid, "vulkan", [])
-    assert stock["predicted"] == "CONTRACT_VIOLATION"
+    assert stock.predicted == "CONTRACT_VIOLATION"
     assert any("et_vk.q8ta_conv2d.default: padding IntList [0]" in v
-               for v in stock["contract_violations"])
+               for v in stock.contract_violations)
     # q8ta_conv2d reads padding->at(1) before make_ivec2 (QuantizedConvolution.cpp): the
     # runtime's std::out_of_range arrives as IndexError, the process lives
-    assert stock["status"] == "RUNTIME_ERROR", stock["message"]
-    assert stock["message"].startswith("IndexError: vector::_M_range_check")
-    assert run_cell(valid, "vulkan", ["vulkan-conv-padding"])["status"] == "PASS"
+    assert stock.status == "RUNTIME_ERROR", stock.message
+    assert stock.message.startswith("IndexError: vector::_M_range_check")
+    assert run_cell(valid, "vulkan", ["vulkan-conv-padding"]).status == "PASS"
 
 
 def test_vulkan_per_tensor_conv_is_a_lower_error_naming_the_assert():
     row = run_cell(ConvCase(**{**Q2D.to_dict(), "quant": "int8_per_tensor"}), "vulkan", [])
-    assert row["status"] == "LOWER_ERROR"
-    assert "quantized_convolution.py" in row["message"] and "weight_scales_node" in row["message"]
+    assert row.status == "LOWER_ERROR"
+    assert "quantized_convolution.py" in row.message and "weight_scales_node" in row.message
 
 
 def test_a_quantizer_that_annotates_nothing_is_never_silently_float():

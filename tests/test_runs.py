@@ -53,12 +53,12 @@ def test_warm_cell_reuses_the_lowered_program_and_invalidates_on_version(tmp_pat
     store = cache_mod.Cache(tmp_path)
     cold = run_cell(CASES[1], "xnnpack", [], store)
     warm = run_cell(CASES[1], "xnnpack", [], store)
-    assert (cold["cached"], warm["cached"]) == (False, True)
-    assert cold["status"] == warm["status"] == "PASS"
-    assert warm["max_abs_error"] == cold["max_abs_error"]
+    assert (cold.cached, warm.cached) == (False, True)
+    assert cold.status == warm.status == "PASS"
+    assert warm.max_abs_error == cold.max_abs_error
     bumped = {**versions.stack(), "executorch": "0.0.0-other"}
     monkeypatch.setattr(versions, "stack", lambda: bumped)
-    assert run_cell(CASES[1], "xnnpack", [], store)["cached"] is False
+    assert run_cell(CASES[1], "xnnpack", [], store).cached is False
 
 
 def _run(args, **kw):

@@ -62,7 +62,7 @@ def cmd_ingest(args) -> int:
         rows, device = ingest(args.run_dir, args.results, args.device_name)
     except IngestError as e:
         raise UsageError(str(e)) from None
-    print(f"{len(rows)} cells ingested as {rows[0]['backend'] if rows else '?'} on "
+    print(f"{len(rows)} cells ingested as {rows[0].backend if rows else '?'} on "
           f"{'; '.join(device['described']) or 'an unnamed device'}")
     print_summary(matrix.read(args.run_dir), args.run_dir)
     write_report(args.run_dir)

@@ -61,7 +61,9 @@ def cmd_run(args) -> int:
             print(f"convconf: warning: {problem}", file=sys.stderr)
         if read.problems:
             journal.Journal(out / "journal.jsonl").mend(read)
-        done_rows = read.rows
+        from ..record import CellResult
+
+        done_rows = [CellResult.from_row(r) for r in read.rows]
         print(f"resuming {out}: {len(done_rows)} cells already done", file=sys.stderr)
     else:
         if not args.out:

@@ -1,0 +1,95 @@
+"""One typed record for a cell's outcome, whichever path produced it: a worker that ran the cell
+in-process, a bundle run on another machine and ingested, a journal read back by ``--resume``.
+
+A ``CellResult`` flattens to exactly one matrix row (``to_row``) and comes back from one
+(``from_row``); field names follow ExecuTorch's ``backends/test/suite`` reports where the two
+measure the same thing (status, message, delegated/undelegated ops, timings).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+
+from .spec import ConvCase
+
+CASE_FIELDS = tuple(f.name for f in dataclasses.fields(ConvCase))
+METRIC_COLUMNS = ("max_abs_error", "max_rel_error", "mae", "sqnr_db", "max_abs_error_vs_float",
+                  "error_steps", "tolerance", "out_shape", "ref_shape")
+
+
+def _executorch_version() -> str:
+    from . import versions
+
+    return versions.stack()["executorch"]
+
+
+@dataclass
+class CellResult:
+    case: ConvCase
+    backend: str  # the lane: a backend name, or backend@device for an ingested device run
+    fixes: str = ""  # sorted fix names, comma-joined ("" = stock)
+    status: str | None = None
+    phase: str | None = None  # the stage the cell reached: eager, quantize, export, lower, ...
+    message: str = ""
+    predicted: str | None = None  # the static contract check: CONTRACT_VIOLATION / clean
+    isolation: str = ""  # for a failure from a reused worker: how it fared alone
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+    mae: float | None = None
+    sqnr_db: float | None = None
+    max_abs_error_vs_float: float | None = None
+    error_steps: float | None = None
+    tolerance: float | None = None
+    out_shape: list | None = None
+    ref_shape: list | None = None
+    delegated_ops: dict = field(default_factory=dict)
+    undelegated_ops: dict = field(default_factory=dict)
+    contract_violations: list = field(default_factory=list)
+    pte_size_kb: float | None = None
+    quantize_time_s: float | None = None
+    lower_time_s: float | None = None
+    run_time_s: float | None = None
+    cell_time_s: float | None = None
+    cached: bool = False
+    executorch_version: str = field(default_factory=_executorch_version)
+
+    @property
+    def case_id(self) -> str:
+        return self.case.case_id
+
+    @property
+    def key(self) -> tuple:
+        """What identifies the cell in a run: (case_id, lane, fixes)."""
+        return self.case_id, self.backend, self.fixes
+
+    def update(self, **values) -> CellResult:
+        """Set fields by name; a name that is no field is a bug, not a new column."""
+        for name, value in values.items():
+            if name == "case" or name not in _OUTCOME_FIELDS:
+                raise AttributeError(f"CellResult has no field {name!r}")
+            setattr(self, name, value)
+        return self
+
+    def to_row(self) -> dict:
+        row = {"case_id": self.case_id, "backend": self.backend, "fixes": self.fixes}
+        row.update(self.case.to_dict())
+        row.update(padding_spelling=self.case.padding_spelling,
+                   kernel_parity=self.case.kernel_parity)
+        row.update({name: getattr(self, name) for name in _OUTCOME_FIELDS})
+        return row
+
+    @classmethod
+    def from_row(cls, row: dict) -> CellResult:
+        """A matrix or journal row back to its record (pandas' NaN read back as None)."""
+        case = ConvCase.from_dict({k: row[k] for k in CASE_FIELDS if k in row and _present(row[k])})
+        known = {k: row[k] for k in _OUTCOME_FIELDS if k in row and _present(row[k])}
+        return cls(case=case, **known)
+
+
+def _present(value) -> bool:
+    return not (value is None or (isinstance(value, float) and math.isnan(value)))
+
+
+_OUTCOME_FIELDS = tuple(f.name for f in dataclasses.fields(CellResult) if f.name != "case")
