@@ -86,7 +86,7 @@ def test_a_quantizer_that_annotates_nothing_is_never_silently_float():
 
 
 def test_matrix_has_quant_and_sqnr_columns():
-    df = frame([run_cell(Q2D, "xnnpack", [])])
+    df = frame([run_cell(Q2D, "xnnpack", []).to_row()])
     assert {"quant", "sqnr_db", "error_steps", "max_abs_error_vs_float"} <= set(df.columns)
     assert df.loc[0, "quant"] == "int8_per_channel" and df.loc[0, "sqnr_db"] > 0
 
@@ -95,9 +95,9 @@ def test_matrix_has_quant_and_sqnr_columns():
 @given(quant_cases())
 def test_generated_quant_cases_on_xnnpack(case):
     row = run_cell(case, "xnnpack", [])
-    assert row["status"] in {"PASS", "NOT_DELEGATED", "LOWER_ERROR", "MISMATCH"}
-    assert row["status"] != "MISMATCH", f"{case.case_id}: {row['message']}"
-    if row["status"] == "PASS":
-        assert row["error_steps"] <= 1 + 1e-5  # one output step, as compare.py allows
+    assert row.status in {"PASS", "NOT_DELEGATED", "LOWER_ERROR", "MISMATCH"}
+    assert row.status != "MISMATCH", f"{case.case_id}: {row.message}"
+    if row.status == "PASS":
+        assert row.error_steps <= 1 + 1e-5  # one output step, as compare.py allows
     else:
-        assert row["message"]
+        assert row.message
