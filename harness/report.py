@@ -14,7 +14,7 @@ from pathlib import Path
 import jinja2
 import pandas as pd
 
-from . import matrix
+from . import findings, matrix
 from .status import ORDER
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "reports" / "templates"
@@ -82,6 +82,8 @@ def write(run_dir: str | os.PathLike) -> Path:
                       "max_abs": "" if metrics.get("max_abs_error") is None
                       else f"{metrics['max_abs_error']:.3g}", "group": r["group"],
                       "padding": r["padding_spelling"],
+                      "finding": findings.finding_id(r["backend"], r["status"],
+                                                     r.get("message") or "") or "",
                       "case": json.dumps({k: r[k] for k in ("dim", "transposed", "in_channels",
                                           "out_channels", "kernel_size", "stride", "padding",
                                           "dilation", "groups", "bias", "input_shape", "dtype",
@@ -92,7 +94,7 @@ def write(run_dir: str | os.PathLike) -> Path:
                                    f"{r['backend']}" + (f" --fixes {r['fixes']}" if r["fixes"] else "")
                                    + f" --dir {run_dir}"})
     html = environment().get_template("report.html.j2").render(
-        header=header, counts=matrix.status_counts(df), fix_lines=matrix.fix_summary_lines(df),
+        header=header, findings=findings.find(df, repro_dir), counts=matrix.status_counts(df), fix_lines=matrix.fix_summary_lines(df),
         agreement=matrix.agreement(df), isolation_lines=matrix.isolation_lines(df),
         heat=heatmap(df), cells=cells, colors=COLORS, statuses=[s.value for s in ORDER],
         backends=sorted(df["backend"].unique()), paddings=sorted(df["padding_spelling"].unique()))

@@ -51,6 +51,10 @@ def test_run_case_file_on_both_backends(tmp_path, case_file, vulkan_runtime):
     assert "vulkan-conv-padding on vulkan: changed 1/1 cells: RUNTIME_ERROR->PASS x1" in proc.stdout
     assert "static contract check vs the runtime" in proc.stdout
     assert len(open(out / "journal.jsonl").readlines()) == len(df)
+    found = json.loads((out / "findings.json").read_text())  # the stock make_ivec2 failure,
+    assert found["cells_not_pass"] == 1 and len(found["findings"]) == 1  # cleared by the fix
+    assert found["findings"][0]["fixed_by"] == {"vulkan-conv-padding": "1/1"}
+    assert (out / "junit.xml").exists() and "1 findings" in proc.stdout
     fail = harness("run", "--resume", out, "--fail-on-mismatch", "--no-progress")
     assert fail.returncode == 1  # stock Vulkan RUNTIME_ERROR is a finding
 

@@ -54,9 +54,15 @@ def _vulkan_header(out: Path) -> dict:
         return {}
 
 
-def write_report(out: Path) -> None:
-    from .. import matrix, report, repro
+def write_report(out: Path, html: bool = True) -> None:
+    """Everything derived from the matrix: repro scripts, findings, junit.xml, report.html."""
+    from .. import findings, junit, matrix, report, repro
 
-    scripts = repro.write_for_run(out, matrix.read(out))
-    path = report.write(out)
-    print(f"report -> {path} ({scripts} repro scripts in {out / 'repro'})")
+    df = matrix.read(out)
+    scripts = repro.write_for_run(out, df) if html else 0
+    found = findings.write(out, df)
+    junit.write(out, df)
+    print(f"{len(found)} findings -> {out / 'findings.md'}; junit -> {out / 'junit.xml'}")
+    if html:
+        path = report.write(out)
+        print(f"report -> {path} ({scripts} repro scripts in {out / 'repro'})")

@@ -105,8 +105,7 @@ def cmd_run(args) -> int:
 
     df = runner.execute(out, config, cases, progress=not args.no_progress, done_rows=done_rows)
     print_summary(df, out)
-    if not args.no_report:
-        write_report(out)
+    write_report(out, html=not args.no_report)
     if args.save_failures:
         from ..corpus import save_failures
 

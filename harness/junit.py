@@ -1,0 +1,46 @@
+"""The matrix as JUnit XML (DIR/junit.xml), so a CI system shows cells the way it shows tests.
+
+One <testsuite> per lane (backend + fix set), one <testcase> per cell: classname = the lane,
+name = the case id. PASS passes; NO_RUNTIME is <skipped> (nothing ran); every other status is a
+<failure> whose type is the status and whose message is the cell's message, with the repro path.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pandas as pd
+
+from .report import repro_name
+
+
+def write(run_dir: Path, df: pd.DataFrame) -> Path:
+    root = ET.Element("testsuites", name="convconf")
+    lanes = df.assign(lane=df["backend"] + df["fixes"].map(lambda f: f"+{f}" if f else ""))
+    totals = {"tests": 0, "failures": 0, "skipped": 0}
+    for lane, cells in lanes.groupby("lane", sort=True):
+        failures = int((~cells["status"].isin(["PASS", "NO_RUNTIME"])).sum())
+        skipped = int((cells["status"] == "NO_RUNTIME").sum())
+        suite = ET.SubElement(root, "testsuite", name=lane, tests=str(len(cells)),
+                              failures=str(failures), errors="0", skipped=str(skipped),
+                              time=f"{cells['cell_time_s'].fillna(0).sum():.3f}")
+        for r in cells.itertuples():
+            seconds = r.cell_time_s if r.cell_time_s == r.cell_time_s else None  # NaN: not timed
+            case = ET.SubElement(suite, "testcase", classname=lane, name=r.case_id,
+                                 time=f"{seconds or 0:.3f}")
+            message = r.message or ""
+            if r.status == "NO_RUNTIME":
+                ET.SubElement(case, "skipped", message=message)
+            elif r.status != "PASS":
+                script = run_dir / "repro" / repro_name(r.case_id, r.backend, r.fixes)
+                failure = ET.SubElement(case, "failure", type=r.status, message=message[:1000])
+                failure.text = (f"{r.status}: {message}\n"
+                                + (f"repro: {script}\n" if script.exists() else ""))
+        totals["tests"] += len(cells)
+        totals["failures"] += failures
+        totals["skipped"] += skipped
+    root.attrib.update({k: str(v) for k, v in totals.items()})
+    out = run_dir / "junit.xml"
+    ET.ElementTree(root).write(out, encoding="utf-8", xml_declaration=True)
+    return out

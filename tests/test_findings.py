@@ -1,0 +1,83 @@
+"""Findings: cells -> distinct problems with a deciding rule; junit.xml for CI."""
+
+import xml.etree.ElementTree as ET
+
+from harness import findings, junit, matrix
+from harness.record import CellResult
+from harness.spec import ConvCase
+
+IVEC2 = ("Exception raised from make_ivec2 at executorch/backends/vulkan/runtime/utils/"
+         "VecUtils.h:367: (ints.size() == 2) is false!")
+PW = ("Exception raised from conv1d_pw at executorch/backends/vulkan/runtime/graph/ops/impl/"
+      "Conv1dPW.cpp:220: (graph.get_int(args[6]) == 1) is false! conv1d_pw only supports groups=1")
+
+
+def test_the_same_check_at_the_same_place_is_one_signature():
+    other_values = IVEC2.replace("== 2", "== 3")
+    assert findings.signature("RUNTIME_ERROR", IVEC2) == findings.signature("RUNTIME_ERROR", other_values)
+    assert findings.signature("RUNTIME_ERROR", IVEC2) != findings.signature("RUNTIME_ERROR", PW)
+    a = findings.signature("MISMATCH", "252/336 elements outside atol=0.0001 rtol=0.0001, max|d|=8.57")
+    b = findings.signature("MISMATCH", "12/12 elements outside atol=0.0001 rtol=0.0001, max|d|=1.21")
+    assert a == b
+    cv = "[ivec2] aten.convolution.default: padding IntList [0] has length 1, 2D conv needs 2 (x)"
+    assert findings.signature("CONTRACT_VIOLATION", cv) == "[ivec2] aten.convolution.default"
+    # one problem seen on two devices is one finding, with a stable id
+    assert findings.finding_id("vulkan", "RUNTIME_ERROR", IVEC2) == \
+        findings.finding_id("vulkan@h200", "RUNTIME_ERROR", IVEC2) == "F-" + \
+        __import__("hashlib").sha1(f"vulkan|RUNTIME_ERROR|{findings.signature('RUNTIME_ERROR', IVEC2)}"
+                                   .encode()).hexdigest()[:8]
+
+
+def _cells():
+    """The shape of the seed bug: 2D cells with a length-1 list fail stock and pass fixed."""
+    out = []
+    for padding in ("valid", [1], 0, 1, (1, 1), "same"):
+        for k in (2, 3):
+            case = ConvCase(dim=2, in_channels=4, out_channels=4, kernel_size=k, padding=padding,
+                            input_shape=(1, 4, 8, 8))
+            bad = case.has_short_int_list()
+            out.append(CellResult(case=case, backend="vulkan", status="RUNTIME_ERROR" if bad
+                                  else "PASS", message=IVEC2 if bad else "", cell_time_s=0.5))
+            out.append(CellResult(case=case, backend="vulkan", fixes="vulkan-conv-padding",
+                                  status="PASS", cell_time_s=0.5))
+    c1 = ConvCase(dim=1, in_channels=4, out_channels=4, kernel_size=1, groups=2, input_shape=(1, 4, 7))
+    out.append(CellResult(case=c1, backend="vulkan", status="RUNTIME_ERROR", message=PW))
+    out.append(CellResult(case=c1, backend="vulkan", fixes="vulkan-conv-padding",
+                          status="NO_RUNTIME", message="VulkanBackend is not registered"))
+    return out
+
+
+def test_findings_name_their_rule_and_the_fix_that_clears_them(tmp_path):
+    df = matrix.frame([r.to_row() for r in _cells()])
+    found = {f.signature.split(" at ")[0]: f for f in findings.find(df)}
+    assert set(found) == {"make_ivec2", "conv1d_pw"}
+    ivec2 = found["make_ivec2"]
+    assert ivec2.count == 4 and ivec2.lanes == ["vulkan"]
+    assert ivec2.rule == "has a length-1 list" and (ivec2.precision, ivec2.recall) == (1.0, 1.0)
+    assert ivec2.rule_in == "4/4 in" and ivec2.rule_out == "0/9 out"
+    assert ivec2.fixed_by == {"vulkan-conv-padding": "4/4"}
+    assert found["conv1d_pw"].fixed_by == {}  # its fixed cell never ran: not "cleared"
+    written = findings.write(tmp_path, df)
+    assert len(written) == 2 and "| make_ivec2" not in (tmp_path / "findings.md").read_text()
+    assert "has a length-1 list (4/4 in, 0/9 out)" in (tmp_path / "findings.md").read_text()
+
+
+def test_junit_xml_reads_back_with_the_matrix_counts(tmp_path):
+    cells = _cells()
+    df = matrix.frame([r.to_row() for r in cells])
+    root = ET.parse(junit.write(tmp_path, df)).getroot()
+    assert root.tag == "testsuites" and int(root.get("tests")) == len(cells)
+    suites = {s.get("name"): s for s in root.findall("testsuite")}
+    assert set(suites) == {"vulkan", "vulkan+vulkan-conv-padding"}
+    for name, suite in suites.items():
+        cases = suite.findall("testcase")
+        assert int(suite.get("tests")) == len(cases)
+        assert all(c.get("classname") == name for c in cases)
+        assert int(suite.get("failures")) == sum(c.find("failure") is not None for c in cases)
+        assert int(suite.get("skipped")) == sum(c.find("skipped") is not None for c in cases)
+    stock = suites["vulkan"]
+    failed = [c.find("failure") for c in stock.findall("testcase") if c.find("failure") is not None]
+    assert len(failed) == 5 and {f.get("type") for f in failed} == {"RUNTIME_ERROR"}
+    assert any("make_ivec2" in f.get("message") for f in failed)
+    assert suites["vulkan+vulkan-conv-padding"].get("skipped") == "1"
+    assert float(stock.get("time")) == 6.0  # 12 timed cells x 0.5 s, the untimed one counts 0
