@@ -1,6 +1,7 @@
 """nox sessions. ``tests``/``matrix``/``nightly`` reuse the current interpreter (torch and
 executorch are large and must be the pinned CPU builds); ``bisect`` makes one venv per release."""
 
+import itertools
 import os
 from pathlib import Path
 
@@ -34,8 +35,9 @@ def nightly(session):
     out = session.posargs[0] if session.posargs else "runs/nightly"
     session.env["HYPOTHESIS_PROFILE"] = "nightly"
     session.run("python", "-m", "harness", "run", "--out", out, "--profile", "nightly",
-                "--fixes", "all", "--overwrite", "--save-failures", "cases/found.json")
-    session.run("python", "-m", "pytest", "-n", "auto", f"--junitxml={out}/junit.xml")
+                "--fixes", "all", "--overwrite", "--shrink", "120",
+                "--save-failures", "cases/found.json")  # the matrix's own junit.xml is in OUT
+    session.run("python", "-m", "pytest", "-n", "auto", f"--junitxml={out}/pytest-junit.xml")
 
 
 @nox.session
@@ -64,5 +66,5 @@ def bisect(session):
                     "--max-examples", os.environ.get("BISECT_EXAMPLES", "20"), "--fixes", "all",
                     "--no-progress")
         runs.append(out)
-    for old, new in zip(runs, runs[1:]):
+    for old, new in itertools.pairwise(runs):
         session.run("python", "-m", "harness", "diff", str(old), str(new), success_codes=[0, 1])

@@ -32,21 +32,39 @@ def entries(path: str | os.PathLike) -> list[dict]:
     return [e if isinstance(e, dict) and "case" in e else {"case": e} for e in raw]
 
 
-def save_failures(df, cases: list[ConvCase], path: str | os.PathLike) -> int:
-    """Add every case with a cell outside OK, with all its lanes' statuses; -> new cases."""
+def save_failures(df, cases: list[ConvCase], path: str | os.PathLike,
+                  shrunk: dict | None = None) -> int:
+    """Add every case with a cell outside OK, with all its lanes' statuses; -> new cases.
+    With shrink results (``harness run --shrink``), a case whose failures all belong to shrunk
+    findings is saved as those findings' minimal cases instead (expecting their one lane)."""
+    from .findings import finding_id
+
     path = Path(path)
     existing = entries(path) if path.exists() else []
     known = {ConvCase.from_dict(e["case"]).case_id for e in existing}
     by_id = {c.case_id: c for c in cases}
-    failing = df[~df["status"].isin([s.value for s in OK])]["case_id"].unique()
+    minimal = {k: v for k, v in (shrunk or {}).items() if v.get("case")}
+    bad = df[~df["status"].isin([s.value for s in OK])]
+    note = f"found by convconf on executorch {versions.stack()['executorch']}"
     new = []
-    for case_id in failing:
+    for case_id, rows in bad.groupby("case_id", sort=False):
+        ids = {finding_id(r.backend, r.status, r.message or "") for r in rows.itertuples()}
+        if minimal and ids <= set(minimal):
+            for fid in sorted(ids):
+                small = ConvCase.from_dict(minimal[fid]["case"])
+                if small.case_id not in known:
+                    known.add(small.case_id)
+                    status = rows[[finding_id(r.backend, r.status, r.message or "") == fid
+                                   for r in rows.itertuples()]].iloc[0]["status"]
+                    new.append({"case": small.to_dict(), "expect": {minimal[fid]["lane"]: status},
+                                "note": f"{note}; finding {fid}, shrunk from {case_id}"})
+            continue
         if case_id in known or case_id not in by_id:
             continue
-        rows = df[df["case_id"] == case_id]
-        expect = {lane(r.backend, r.fixes): r.status for r in rows.itertuples()}
-        new.append({"case": by_id[case_id].to_dict(), "expect": expect,
-                    "note": f"found by convconf on executorch {versions.stack()['executorch']}"})
+        everything = df[df["case_id"] == case_id]
+        expect = {lane(r.backend, r.fixes): r.status for r in everything.itertuples()}
+        known.add(case_id)
+        new.append({"case": by_id[case_id].to_dict(), "expect": expect, "note": note})
     if new:
         tmp = path.with_name(path.name + ".tmp")
         tmp.write_text(json.dumps(existing + new, indent=1) + "\n")

@@ -46,7 +46,10 @@ def signature(status: str, message: str) -> str:
         rules = sorted({f"[{r}] {op}" for r, op in _RULE.findall(message)})
         if rules:
             return "; ".join(rules)
-    return _normalise(message.split("; it printed:")[0])[:200]
+    death, _, said = message.partition("; it printed: ")
+    if said:  # a dying process: what killed it, and the last thing it said (the native assert)
+        return f"{_normalise(death)}: {_normalise(said.split(' | ')[-1])}"[:240]
+    return _normalise(message)[:200]
 
 
 def _normalise(text: str) -> str:
@@ -96,10 +99,21 @@ class Finding:
     rule_out: str = ""
     precision: float | None = None
     recall: float | None = None
+    minimal: dict | None = None  # from --shrink: case, case_id, seconds, tries, note, repro
 
 
-def find(df: pd.DataFrame, repro_dir: Path | None = None) -> list[Finding]:
+def load_shrunk(run_dir: Path | None) -> dict:
+    """A run's shrink results (shrunk.json, written by ``harness run --shrink``), by finding id."""
+    path = run_dir / "shrunk.json" if run_dir else None
+    if path is None or not path.exists():
+        return {}
+    return json.loads(path.read_text())
+
+
+def find(df: pd.DataFrame, run_dir: Path | None = None) -> list[Finding]:
     results = [CellResult.from_row(r) for r in df.to_dict(orient="records")]
+    repro_dir = run_dir / "repro" if run_dir else None
+    shrunk = load_shrunk(run_dir)
     by_key = {r.key: r for r in results}
     groups: dict[tuple, list[CellResult]] = {}
     for r in results:
@@ -123,6 +137,7 @@ def find(df: pd.DataFrame, repro_dir: Path | None = None) -> list[Finding]:
                              "fixes": example.fixes, "message": example.message[:400],
                              "case": example.case.to_dict(), "repro": repro},
                     fixed_by=_fixed_by(cells, results, by_key))
+        f.minimal = shrunk.get(f.id)
         _decide(f, cells, [r for r in results if _lane(r) in lanes
                            and (status not in EXECUTED or r.status in EXECUTED)])
         found.append(f)
@@ -188,20 +203,22 @@ def _term(k: str, v) -> str:
 def markdown(findings: list[Finding], cells_not_pass: int) -> str:
     lines = [f"### convconf: {len(findings)} findings from {cells_not_pass} cells that are not "
              "PASS/NO_RUNTIME", "",
-             "| id | lane | status | cells | rule | fixed by | signature |",
-             "|---|---|---|---|---|---|---|"]
+             "| id | lane | status | cells | rule | fixed by | minimal case | signature |",
+             "|---|---|---|---|---|---|---|---|"]
     for f in findings:
         rule = f.rule + (f" ({f.rule_in}, {f.rule_out})" if f.rule_in else "")
         fixed = ", ".join(f"{k} {v}" for k, v in f.fixed_by.items()) or "-"
         sig = f.signature.replace("|", "\\|")[:140]
-        lines.append(f"| {f.id} | {f.backend} | {f.status} | {f.count} | {rule} | {fixed} | `{sig}` |")
+        small = (f.minimal or {}).get("case_id") or (f.minimal or {}).get("note") or "-"
+        lines.append(f"| {f.id} | {f.backend} | {f.status} | {f.count} | {rule} | {fixed} | "
+                     f"{small} | `{sig}` |")
     return "\n".join(lines) + "\n"
 
 
 def write(run_dir: Path, df: pd.DataFrame) -> list[Finding]:
     """findings.json and findings.md in the run folder; findings.md is appended to
     $GITHUB_STEP_SUMMARY when that is set (a GitHub Actions job summary)."""
-    found = find(df, run_dir / "repro")
+    found = find(df, run_dir)
     not_pass = int((~df["status"].isin(NOT_FINDINGS)).sum())
     (run_dir / "findings.json").write_text(json.dumps(
         {"cells_not_pass": not_pass, "findings": [asdict(f) for f in found]}, indent=1))

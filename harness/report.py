@@ -94,7 +94,7 @@ def write(run_dir: str | os.PathLike) -> Path:
                                    f"{r['backend']}" + (f" --fixes {r['fixes']}" if r["fixes"] else "")
                                    + f" --dir {run_dir}"})
     html = environment().get_template("report.html.j2").render(
-        header=header, findings=findings.find(df, repro_dir), counts=matrix.status_counts(df), fix_lines=matrix.fix_summary_lines(df),
+        header=header, findings=findings.find(df, run_dir), counts=matrix.status_counts(df), fix_lines=matrix.fix_summary_lines(df),
         agreement=matrix.agreement(df), isolation_lines=matrix.isolation_lines(df),
         heat=heatmap(df), cells=cells, colors=COLORS, statuses=[s.value for s in ORDER],
         backends=sorted(df["backend"].unique()), paddings=sorted(df["padding_spelling"].unique()))

@@ -9,6 +9,7 @@ printed as it died (e.g. the Vulkan ``make_ivec2`` assert).
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import multiprocessing
 import os
 import signal
@@ -92,6 +93,24 @@ def describe_death(error: BaseException, timeout: float | None) -> str:
     if isinstance(error, concurrent.futures.TimeoutError):
         return f"timeout: cell did not finish within {timeout:g} s"
     return f"harness error in worker: {type(error).__name__}: {error}"
+
+
+@contextlib.contextmanager
+def one_worker(*, timeout: float | None, log_dir: str | None = None,
+               on_start: Callable | None = None, on_start_args: tuple = ()):
+    """A worker kept for many calls (e.g. a shrinker's tries): yields ``call(fn, task) ->
+    (result, None) | (None, death)``. A death costs only that call; pebble starts a new worker."""
+    ctx = multiprocessing.get_context("spawn")
+    threads = max(1, os.cpu_count() or 1)
+    with ProcessPool(max_workers=1, initializer=_init, context=ctx,
+                     initargs=(log_dir, threads, on_start, on_start_args)) as pool:
+        def call(fn: Callable, task):
+            try:
+                return pool.schedule(fn, args=(task,), timeout=timeout).result(), None
+            except Exception as e:  # the worker died or hung
+                return None, describe_death(e, timeout)
+
+        yield call
 
 
 def run(tasks: Iterable, fn: Callable, *, jobs: int, timeout: float | None,

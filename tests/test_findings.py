@@ -1,5 +1,6 @@
 """Findings: cells -> distinct problems with a deciding rule; junit.xml for CI."""
 
+import json
 import xml.etree.ElementTree as ET
 
 from harness import findings, junit, matrix
@@ -81,3 +82,32 @@ def test_junit_xml_reads_back_with_the_matrix_counts(tmp_path):
     assert any("make_ivec2" in f.get("message") for f in failed)
     assert suites["vulkan+vulkan-conv-padding"].get("skipped") == "1"
     assert float(stock.get("time")) == 6.0  # 12 timed cells x 0.5 s, the untimed one counts 0
+
+
+def test_run_shrinks_each_finding_and_saves_the_minimal_case(tmp_path, vulkan_runtime):
+    import subprocess
+    import sys
+
+    big = ConvCase(dim=2, in_channels=4, out_channels=8, kernel_size=3, padding="valid",
+                   input_shape=(1, 4, 12, 12))
+    cases = tmp_path / "cases.json"
+    cases.write_text(json.dumps([big.to_dict()]))
+    out, saved = tmp_path / "run", tmp_path / "found.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness", "run", "--out", str(out), "--cases", str(cases),
+         "--max-examples", "0", "--backends", "vulkan", "--shrink", "40", "--no-progress",
+         "--vulkan-runtime", vulkan_runtime.library, "--save-failures", str(saved)],
+        capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr
+    shrunk = json.loads((out / "shrunk.json").read_text())
+    (fid, entry), = shrunk.items()
+    small = ConvCase.from_dict(entry["case"])
+    assert small.padding == "valid" and small.dim == 2  # what decides the bug is kept
+    assert (small.in_channels, small.out_channels) <= (4, 8) and small != big  # the rest shrank
+    assert entry["tries"] >= 2 and entry["seconds"] > 0 and (out / entry["repro"]).exists()
+    found = json.loads((out / "findings.json").read_text())["findings"]
+    assert found[0]["id"] == fid and found[0]["minimal"]["case_id"] == small.case_id
+    corpus = json.loads(saved.read_text())
+    assert [e["case"] for e in corpus] == [small.to_dict()]  # the minimal case, not the big one
+    assert corpus[0]["expect"] == {"vulkan": "RUNTIME_ERROR"} and fid in corpus[0]["note"]
+    assert small.case_id in (out / "report.html").read_text()

@@ -19,6 +19,11 @@ def add_parsers(sub) -> None:
     rp.add_argument("--dir", type=Path, required=True, help="the run folder holding the case")
     rp.set_defaults(func=cmd_repro)
 
+    sh = sub.add_parser("shrink", help="shrink one case per finding of a finished run")
+    sh.add_argument("dir", type=Path)
+    sh.add_argument("--seconds", type=float, default=60.0, help="budget per finding")
+    sh.set_defaults(func=cmd_shrink)
+
     d = sub.add_parser("diff", help="cells that regressed / got fixed / changed between two runs")
     d.add_argument("old", type=Path)
     d.add_argument("new", type=Path)
@@ -31,6 +36,19 @@ def add_parsers(sub) -> None:
 
 def cmd_report(args) -> int:
     read_matrix(args.dir)
+    write_report(args.dir)
+    return EXIT_OK
+
+
+def cmd_shrink(args) -> int:
+    from .. import runner
+    from ..shrink import shrink_all
+
+    df = read_matrix(args.dir)
+    if not (args.dir / "run.json").exists():
+        raise UsageError(f"{args.dir}: not a convconf run folder (no run.json)")
+    config, _ = runner.load_run(args.dir)
+    shrink_all(args.dir, df, args.seconds, config.vulkan_runtime, config.cache_dir, config.timeout)
     write_report(args.dir)
     return EXIT_OK
 

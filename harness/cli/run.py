@@ -34,6 +34,9 @@ def add_parsers(sub) -> None:
                    "built for the installed executorch, if any)")
     r.add_argument("--no-progress", action="store_true")
     r.add_argument("--no-report", action="store_true")
+    r.add_argument("--shrink", type=float, default=0, metavar="SECONDS",
+                   help="after the run, shrink one case per finding with Hypothesis, this many "
+                   "seconds per finding (default 0: off; the nightly session turns it on)")
     r.set_defaults(func=cmd_run)
 
 
@@ -105,11 +108,17 @@ def cmd_run(args) -> int:
 
     df = runner.execute(out, config, cases, progress=not args.no_progress, done_rows=done_rows)
     print_summary(df, out)
+    shrunk = None
+    if args.shrink > 0:
+        from ..shrink import shrink_all
+
+        shrunk = shrink_all(out, df, args.shrink, config.vulkan_runtime, config.cache_dir,
+                            config.timeout)
     write_report(out, html=not args.no_report)
     if args.save_failures:
         from ..corpus import save_failures
 
-        added = save_failures(df, cases, args.save_failures)
+        added = save_failures(df, cases, args.save_failures, shrunk)
         print(f"{args.save_failures}: {added} new failing case(s) added")
     if args.fail_on_mismatch:
         from ..status import OK
