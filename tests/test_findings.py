@@ -111,3 +111,49 @@ def test_run_shrinks_each_finding_and_saves_the_minimal_case(tmp_path, vulkan_ru
     assert [e["case"] for e in corpus] == [small.to_dict()]  # the minimal case, not the big one
     assert corpus[0]["expect"] == {"vulkan": "RUNTIME_ERROR"} and fid in corpus[0]["note"]
     assert small.case_id in (out / "report.html").read_text()
+
+
+def test_baseline_makes_known_failures_xfail_and_fails_only_on_new_ones(tmp_path):
+    import subprocess
+    import sys
+
+    def harness(*args):
+        return subprocess.run([sys.executable, "-m", "harness", *map(str, args)],
+                              capture_output=True, text=True, timeout=900)
+
+    def case_file(name, *cases):
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps([c.to_dict() for c in cases]))
+        return path
+
+    seed = dict(dim=2, in_channels=3, out_channels=4, kernel_size=3, input_shape=(1, 3, 8, 8))
+    valid, listed = ConvCase(**seed, padding="valid"), ConvCase(**seed, padding=(1,))
+    batch2 = ConvCase(**{**seed, "input_shape": (2, 3, 8, 8)}, padding=0)
+    common = ["--max-examples", 0, "--backends", "vulkan", "--vulkan-runtime", "none",
+              "--no-progress", "--no-report", "--cache", tmp_path / "cache"]
+    first = harness("run", "--out", tmp_path / "a", "--cases", case_file("a", valid), *common)
+    assert first.returncode == 0, first.stderr
+    made = harness("expect", tmp_path / "a", "--out", tmp_path / "expected.json")
+    assert made.returncode == 0 and "1 known findings" in made.stdout
+    # the same finding on another spelling: known, exit 0, xfail in junit.xml
+    again = harness("run", "--out", tmp_path / "b", "--cases", case_file("b", valid, listed),
+                    "--baseline", tmp_path / "expected.json", *common)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "2 known failure(s), 0 new or regressed" in again.stdout
+    skipped = ET.parse(tmp_path / "b" / "junit.xml").getroot().iter("skipped")
+    assert sorted(s.get("type") for s in skipped) == ["xfail", "xfail"]
+    # a different problem (batch 2) is new: exit 1, named
+    new = harness("run", "--out", tmp_path / "c", "--cases", case_file("c", valid, batch2),
+                  "--baseline", tmp_path / "expected.json", *common)
+    assert new.returncode == 1 and "1 known failure(s), 1 new or regressed" in new.stdout
+    assert ET.parse(tmp_path / "c" / "junit.xml").getroot().get("failures") == "1"
+    # a run folder works as the baseline too; a broken file is one line, exit 2, nothing written
+    from harness import baseline
+
+    from_dir = baseline.load(tmp_path / "a")
+    assert from_dir.finding_ids == baseline.load(tmp_path / "expected.json").finding_ids
+    (tmp_path / "bad.json").write_text('{"findings": ["F-1"]}')
+    bad = harness("run", "--out", tmp_path / "e", "--cases", case_file("e", valid),
+                  "--baseline", tmp_path / "bad.json", *common)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "bad.json" in bad.stderr
+    assert not (tmp_path / "e").exists()

@@ -54,14 +54,14 @@ def _vulkan_header(out: Path) -> dict:
         return {}
 
 
-def write_report(out: Path, html: bool = True) -> None:
+def write_report(out: Path, html: bool = True, verdict=None) -> None:
     """Everything derived from the matrix: repro scripts, findings, junit.xml, report.html."""
     from .. import findings, junit, matrix, report, repro
 
     df = matrix.read(out)
     scripts = repro.write_for_run(out, df) if html else 0
     found = findings.write(out, df)
-    junit.write(out, df)
+    junit.write(out, df, verdict)
     print(f"{len(found)} findings -> {out / 'findings.md'}; junit -> {out / 'junit.xml'}")
     if html:
         path = report.write(out)

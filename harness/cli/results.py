@@ -19,6 +19,11 @@ def add_parsers(sub) -> None:
     rp.add_argument("--dir", type=Path, required=True, help="the run folder holding the case")
     rp.set_defaults(func=cmd_repro)
 
+    ex = sub.add_parser("expect", help="a run's findings as an expectations file (--baseline)")
+    ex.add_argument("dir", type=Path)
+    ex.add_argument("--out", type=Path, required=True)
+    ex.set_defaults(func=cmd_expect)
+
     sh = sub.add_parser("shrink", help="shrink one case per finding of a finished run")
     sh.add_argument("dir", type=Path)
     sh.add_argument("--seconds", type=float, default=60.0, help="budget per finding")
@@ -37,6 +42,17 @@ def add_parsers(sub) -> None:
 def cmd_report(args) -> int:
     read_matrix(args.dir)
     write_report(args.dir)
+    return EXIT_OK
+
+
+def cmd_expect(args) -> int:
+    import json
+
+    from ..baseline import expectations
+
+    known = expectations(read_matrix(args.dir))
+    args.out.write_text(json.dumps(known, indent=1, sort_keys=True) + "\n")
+    print(f"{len(known['findings'])} known findings -> {args.out}")
     return EXIT_OK
 
 

@@ -34,6 +34,9 @@ def add_parsers(sub) -> None:
                    "built for the installed executorch, if any)")
     r.add_argument("--no-progress", action="store_true")
     r.add_argument("--no-report", action="store_true")
+    r.add_argument("--baseline", type=Path, metavar="DIR|EXPECTED.json",
+                   help="known failures (a run folder, or what `harness expect` writes): they are "
+                   "xfail in junit.xml and exit 1 comes only from new failures or regressions")
     r.add_argument("--shrink", type=float, default=0, metavar="SECONDS",
                    help="after the run, shrink one case per finding with Hypothesis, this many "
                    "seconds per finding (default 0: off; the nightly session turns it on)")
@@ -48,6 +51,14 @@ def cmd_run(args) -> int:
     from ..spec import CaseError, load_cases
 
     # Everything that can be wrong with the input is checked before the run folder is touched.
+    base = None
+    if args.baseline:
+        from ..baseline import load as load_baseline
+
+        try:
+            base = load_baseline(args.baseline)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
     if args.resume:
         out = args.resume
         if not (out / "run.json").exists() or not (out / "cases.json").exists():
@@ -114,12 +125,24 @@ def cmd_run(args) -> int:
 
         shrunk = shrink_all(out, df, args.shrink, config.vulkan_runtime, config.cache_dir,
                             config.timeout)
-    write_report(out, html=not args.no_report)
+    verdict = None
+    if base is not None:
+        from ..baseline import classify
+
+        verdict = classify(df, base)
+        new = verdict[verdict.str.startswith(("new", "regressed"))]
+        print(f"against {base.source}: {int(verdict.str.startswith('known').sum())} known "
+              f"failure(s), {len(new)} new or regressed")
+        for line in sorted(set(new)):
+            print(f"  {line}")
+    write_report(out, html=not args.no_report, verdict=verdict)
     if args.save_failures:
         from ..corpus import save_failures
 
         added = save_failures(df, cases, args.save_failures, shrunk)
         print(f"{args.save_failures}: {added} new failing case(s) added")
+    if verdict is not None:
+        return EXIT_FINDINGS if verdict.str.startswith(("new", "regressed")).any() else EXIT_OK
     if args.fail_on_mismatch:
         from ..status import OK
 
