@@ -157,3 +157,16 @@ def test_baseline_makes_known_failures_xfail_and_fails_only_on_new_ones(tmp_path
                   "--baseline", tmp_path / "bad.json", *common)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "bad.json" in bad.stderr
     assert not (tmp_path / "e").exists()
+
+
+def test_report_says_when_a_finding_did_not_shrink(tmp_path):
+    from harness import report
+
+    df = matrix.frame([r.to_row() for r in _cells()])
+    matrix.write(df, tmp_path)
+    fid = findings.finding_id("vulkan", "RUNTIME_ERROR", PW)
+    (tmp_path / "shrunk.json").write_text(json.dumps(
+        {fid: {"note": "no failing neighbour found within the budget", "seconds": 5.0, "tries": 3}}))
+    html = report.write(tmp_path).read_text()
+    assert "no failing neighbour found within the budget (5.0 s, 3 tries)" in html
+    assert findings.find(df, tmp_path)[1].minimal["tries"] == 3
