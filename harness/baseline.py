@@ -27,6 +27,7 @@ class Baseline:
     source: str
     finding_ids: set = field(default_factory=set)
     passed: set = field(default_factory=set)  # (case_id, backend, fixes) that passed there
+    first_seen: dict = field(default_factory=dict)  # finding id -> when it was first seen
 
 
 def load(path: Path) -> Baseline:
@@ -34,7 +35,9 @@ def load(path: Path) -> Baseline:
         df = matrix.read(path)  # ValueError names the file
         ids = {f.id for f in findings.find(df)}
         ok = df[df["status"] == "PASS"]
-        return Baseline(str(path), ids, set(zip(ok.case_id, ok.backend, ok.fixes, strict=True)))
+        when = findings.seen(path) or dict.fromkeys(ids, findings._started(path))
+        return Baseline(str(path), ids, set(zip(ok.case_id, ok.backend, ok.fixes, strict=True)),
+                        when)
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError) as e:
@@ -43,7 +46,7 @@ def load(path: Path) -> Baseline:
     if not isinstance(known, dict) or not all(str(k).startswith("F-") for k in known):
         raise BaselineError(f"--baseline {path}: expected {{\"findings\": {{\"F-...\": ...}}}}, "
                             "as `harness expect` writes")
-    return Baseline(str(path), set(known))
+    return Baseline(str(path), set(known), first_seen=data.get("first_seen") or {})
 
 
 def classify(df: pd.DataFrame, base: Baseline) -> pd.Series:
@@ -59,6 +62,8 @@ def classify(df: pd.DataFrame, base: Baseline) -> pd.Series:
     return pd.Series([one(r) for r in df.itertuples()], index=df.index, dtype=object)
 
 
-def expectations(df: pd.DataFrame) -> dict:
-    return {"findings": {f.id: f"{f.backend} {f.status}: {f.signature}"
-                         for f in findings.find(df)}}
+def expectations(run_dir: Path) -> dict:
+    found = findings.find(matrix.read(run_dir))
+    when = findings.seen(run_dir)
+    return {"findings": {f.id: f"{f.backend} {f.status}: {f.signature}" for f in found},
+            "first_seen": {f.id: when[f.id] for f in found if when.get(f.id)}}

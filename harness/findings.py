@@ -100,6 +100,8 @@ class Finding:
     precision: float | None = None
     recall: float | None = None
     minimal: dict | None = None  # from --shrink: case, case_id, seconds, tries, note, repro
+    first_seen: str = ""  # run start times: from the baseline where it knew the finding
+    last_seen: str = ""
 
 
 def load_shrunk(run_dir: Path | None) -> dict:
@@ -203,22 +205,44 @@ def _term(k: str, v) -> str:
 def markdown(findings: list[Finding], cells_not_pass: int) -> str:
     lines = [f"### convconf: {len(findings)} findings from {cells_not_pass} cells that are not "
              "PASS/NO_RUNTIME", "",
-             "| id | lane | status | cells | rule | fixed by | minimal case | signature |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| id | lane | status | cells | rule | fixed by | minimal case | first seen | signature |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for f in findings:
         rule = f.rule + (f" ({f.rule_in}, {f.rule_out})" if f.rule_in else "")
         fixed = ", ".join(f"{k} {v}" for k, v in f.fixed_by.items()) or "-"
         sig = f.signature.replace("|", "\\|")[:140]
         small = (f.minimal or {}).get("case_id") or (f.minimal or {}).get("note") or "-"
         lines.append(f"| {f.id} | {f.backend} | {f.status} | {f.count} | {rule} | {fixed} | "
-                     f"{small} | `{sig}` |")
+                     f"{small} | {f.first_seen or '-'} | `{sig}` |")
     return "\n".join(lines) + "\n"
 
 
-def write(run_dir: Path, df: pd.DataFrame) -> list[Finding]:
+def seen(run_dir: Path) -> dict:
+    """finding id -> first seen, from a run folder's findings.json (its start time if older)."""
+    path = run_dir / "findings.json"
+    if not path.exists():
+        return {}
+    started = _started(run_dir)
+    return {f["id"]: f.get("first_seen") or started
+            for f in json.loads(path.read_text()).get("findings", [])}
+
+
+def _started(run_dir: Path) -> str:
+    try:
+        return json.loads((run_dir / "run.json").read_text()).get("started", "")
+    except (OSError, ValueError):
+        return ""
+
+
+def write(run_dir: Path, df: pd.DataFrame, first_seen: dict | None = None) -> list[Finding]:
     """findings.json and findings.md in the run folder; findings.md is appended to
-    $GITHUB_STEP_SUMMARY when that is set (a GitHub Actions job summary)."""
+    $GITHUB_STEP_SUMMARY when that is set (a GitHub Actions job summary). ``first_seen``: what a
+    baseline knew (finding id -> when); otherwise a finding is first seen in this run."""
+    earlier = {**(first_seen or {}), **seen(run_dir)}  # a re-write keeps what it had
     found = find(df, run_dir)
+    started = _started(run_dir)
+    for f in found:
+        f.first_seen, f.last_seen = earlier.get(f.id) or started, started
     not_pass = int((~df["status"].isin(NOT_FINDINGS)).sum())
     (run_dir / "findings.json").write_text(json.dumps(
         {"cells_not_pass": not_pass, "findings": [asdict(f) for f in found]}, indent=1))

@@ -142,6 +142,9 @@ def test_baseline_makes_known_failures_xfail_and_fails_only_on_new_ones(tmp_path
     assert "2 known failure(s), 0 new or regressed" in again.stdout
     skipped = ET.parse(tmp_path / "b" / "junit.xml").getroot().iter("skipped")
     assert sorted(s.get("type") for s in skipped) == ["xfail", "xfail"]
+    started = {d: json.loads((tmp_path / d / "run.json").read_text())["started"] for d in "ab"}
+    (known,) = json.loads((tmp_path / "b" / "findings.json").read_text())["findings"]
+    assert (known["first_seen"], known["last_seen"]) == (started["a"], started["b"])
     # a different problem (batch 2) is new: exit 1, named
     new = harness("run", "--out", tmp_path / "c", "--cases", case_file("c", valid, batch2),
                   "--baseline", tmp_path / "expected.json", *common)

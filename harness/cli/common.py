@@ -54,13 +54,13 @@ def _vulkan_header(out: Path) -> dict:
         return {}
 
 
-def write_report(out: Path, html: bool = True, verdict=None) -> None:
+def write_report(out: Path, html: bool = True, verdict=None, first_seen=None) -> None:
     """Everything derived from the matrix: repro scripts, findings, junit.xml, report.html."""
     from .. import findings, junit, matrix, report, repro
 
     df = matrix.read(out)
     scripts = repro.write_for_run(out, df) if html else 0
-    found = findings.write(out, df)
+    found = findings.write(out, df, first_seen)
     junit.write(out, df, verdict)
     print(f"{len(found)} findings -> {out / 'findings.md'}; junit -> {out / 'junit.xml'}")
     if html:

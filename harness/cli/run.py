@@ -135,7 +135,8 @@ def cmd_run(args) -> int:
               f"failure(s), {len(new)} new or regressed")
         for line in sorted(set(new)):
             print(f"  {line}")
-    write_report(out, html=not args.no_report, verdict=verdict)
+    write_report(out, html=not args.no_report, verdict=verdict,
+                 first_seen=base.first_seen if base else None)
     if args.save_failures:
         from ..corpus import save_failures
 
