@@ -143,6 +143,10 @@ def find(df: pd.DataFrame, run_dir: Path | None = None) -> list[Finding]:
         _decide(f, cells, [r for r in results if _lane(r) in lanes
                            and (status not in EXECUTED or r.status in EXECUTED)])
         found.append(f)
+    if run_dir is not None:  # what findings.json already says about when each was seen
+        when, started = seen(run_dir), _started(run_dir)
+        for f in found:
+            f.first_seen, f.last_seen = when.get(f.id, ""), started if f.id in when else ""
     return sorted(found, key=lambda f: (-f.count, f.id))
 
 
