@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from .corpus import lane
 from .record import CellResult
 
 NOT_FINDINGS = {"PASS", "NO_RUNTIME"}  # NO_RUNTIME: nothing was tried, nothing was found
@@ -112,7 +113,10 @@ def load_shrunk(run_dir: Path | None) -> dict:
     return json.loads(path.read_text())
 
 
-def find(df: pd.DataFrame, run_dir: Path | None = None) -> list[Finding]:
+def find(df: pd.DataFrame, run_dir: Path | None = None,
+         first_seen: dict | None = None) -> list[Finding]:
+    """``first_seen``: what a baseline knew (finding id -> when); with ``run_dir``, what the
+    run's findings.json already says wins, and a finding new to both is first seen in this run."""
     results = [CellResult.from_row(r) for r in df.to_dict(orient="records")]
     repro_dir = run_dir / "repro" if run_dir else None
     shrunk = load_shrunk(run_dir)
@@ -124,7 +128,7 @@ def find(df: pd.DataFrame, run_dir: Path | None = None) -> list[Finding]:
                               []).append(r)
     found = []
     for (fam, status, sig), cells in groups.items():
-        lanes = sorted({_lane(r) for r in cells})
+        lanes = sorted({lane(r.backend, r.fixes) for r in cells})
         example = cells[0]
         repro = ""
         if repro_dir is not None:
@@ -140,18 +144,14 @@ def find(df: pd.DataFrame, run_dir: Path | None = None) -> list[Finding]:
                              "case": example.case.to_dict(), "repro": repro},
                     fixed_by=_fixed_by(cells, results, by_key))
         f.minimal = shrunk.get(f.id)
-        _decide(f, cells, [r for r in results if _lane(r) in lanes
+        _decide(f, cells, [r for r in results if lane(r.backend, r.fixes) in lanes
                            and (status not in EXECUTED or r.status in EXECUTED)])
         found.append(f)
-    if run_dir is not None:  # what findings.json already says about when each was seen
-        when, started = seen(run_dir), _started(run_dir)
+    if run_dir is not None:
+        when, started = {**(first_seen or {}), **seen(run_dir)}, _started(run_dir)
         for f in found:
-            f.first_seen, f.last_seen = when.get(f.id, ""), started if f.id in when else ""
+            f.first_seen, f.last_seen = when.get(f.id) or started, started
     return sorted(found, key=lambda f: (-f.count, f.id))
-
-
-def _lane(r: CellResult) -> str:
-    return r.backend + (f"+{r.fixes}" if r.fixes else "")
 
 
 def _fixed_by(cells: list[CellResult], results: list[CellResult], by_key: dict) -> dict:
@@ -240,13 +240,8 @@ def _started(run_dir: Path) -> str:
 
 def write(run_dir: Path, df: pd.DataFrame, first_seen: dict | None = None) -> list[Finding]:
     """findings.json and findings.md in the run folder; findings.md is appended to
-    $GITHUB_STEP_SUMMARY when that is set (a GitHub Actions job summary). ``first_seen``: what a
-    baseline knew (finding id -> when); otherwise a finding is first seen in this run."""
-    earlier = {**(first_seen or {}), **seen(run_dir)}  # a re-write keeps what it had
-    found = find(df, run_dir)
-    started = _started(run_dir)
-    for f in found:
-        f.first_seen, f.last_seen = earlier.get(f.id) or started, started
+    $GITHUB_STEP_SUMMARY when that is set (a GitHub Actions job summary)."""
+    found = find(df, run_dir, first_seen)
     not_pass = int((~df["status"].isin(NOT_FINDINGS)).sum())
     (run_dir / "findings.json").write_text(json.dumps(
         {"cells_not_pass": not_pass, "findings": [asdict(f) for f in found]}, indent=1))

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from .corpus import lane
 from .report import repro_name
 
 
@@ -19,20 +20,20 @@ def write(run_dir: Path, df: pd.DataFrame, verdict: pd.Series | None = None) -> 
     """``verdict`` (baseline.classify): a known failure is <skipped> ("known: F-..."), not a
     <failure>, so CI goes red only for new ones."""
     root = ET.Element("testsuites", name="convconf")
-    lanes = df.assign(lane=df["backend"] + df["fixes"].map(lambda f: f"+{f}" if f else ""))
+    lanes = df.assign(lane=[lane(b, f) for b, f in zip(df["backend"], df["fixes"], strict=True)])
     totals = {"tests": 0, "failures": 0, "skipped": 0}
     known = (verdict.str.startswith("known") if verdict is not None
              else pd.Series(False, index=df.index))
-    for lane, cells in lanes.groupby("lane", sort=True):
+    for name, cells in lanes.groupby("lane", sort=True):
         is_known = known.loc[cells.index]
         failures = int((~cells["status"].isin(["PASS", "NO_RUNTIME"]) & ~is_known).sum())
         skipped = int(((cells["status"] == "NO_RUNTIME") | is_known).sum())
-        suite = ET.SubElement(root, "testsuite", name=lane, tests=str(len(cells)),
+        suite = ET.SubElement(root, "testsuite", name=name, tests=str(len(cells)),
                               failures=str(failures), errors="0", skipped=str(skipped),
                               time=f"{cells['cell_time_s'].fillna(0).sum():.3f}")
         for r in cells.itertuples():
             seconds = r.cell_time_s if r.cell_time_s == r.cell_time_s else None  # NaN: not timed
-            case = ET.SubElement(suite, "testcase", classname=lane, name=r.case_id,
+            case = ET.SubElement(suite, "testcase", classname=name, name=r.case_id,
                                  time=f"{seconds or 0:.3f}")
             message = r.message or ""
             if r.status == "NO_RUNTIME":

@@ -133,6 +133,7 @@ def shrink_all(run_dir: Path, df, budget_s: float, vulkan_runtime: str | None,
     """Shrink one representative per finding of a finished run; -> shrunk.json's content.
     Each minimal case gets its own repro script (repro/minimal-<finding>.py)."""
     from . import repro, workers
+    from .corpus import lane
     from .findings import find
     from .runtimes.load import load
 
@@ -144,8 +145,7 @@ def shrink_all(run_dir: Path, df, budget_s: float, vulkan_runtime: str | None,
         for f in found:
             r = shrink(f, budget_s, call, cache_dir)
             entry = {"seconds": r.seconds, "tries": r.tries, "note": r.note,
-                     "lane": f.example["backend"] + (f"+{f.example['fixes']}"
-                                                     if f.example["fixes"] else "")}
+                     "lane": lane(f.example["backend"], f.example["fixes"])}
             if r.case is not None:
                 script = run_dir / "repro" / f"minimal-{f.id}.py"
                 script.parent.mkdir(exist_ok=True)
