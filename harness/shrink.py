@@ -23,6 +23,7 @@ from hypothesis.errors import NoSuchExample
 from .build import eager_check
 from .findings import Finding, finding_id
 from .spec import CaseError, ConvCase
+from .strategies import spatial
 
 NEAR = 3  # weight of the representative's own value against each simpler one
 
@@ -39,11 +40,6 @@ class Shrunk:
 def _choices(simpler: list, original) -> st.SearchStrategy:
     options = [v for i, v in enumerate(simpler) if v != original and v not in simpler[:i]]
     return st.sampled_from(options + [original] * NEAR)
-
-
-def _spatial(v, dim: int) -> tuple:
-    items = v if isinstance(v, (tuple, list)) else (v,)
-    return tuple(items) * dim if len(items) == 1 else tuple(items)
 
 
 @st.composite
@@ -75,7 +71,7 @@ def neighbours(draw, case: ConvCase):
     padding = case.padding if isinstance(case.padding, str) else per_dim(case.padding, [0])
     stride = 1 if padding == "same" else per_dim(case.stride, [1])
     dilation = per_dim(case.dilation, [1])
-    k, d = _spatial(kernel, dim), _spatial(dilation, dim)
+    k, d = spatial(kernel, dim), spatial(dilation, dim)
     sizes = []
     for i in range(dim):
         extent = d[i] * (k[i] - 1) + 1

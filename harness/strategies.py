@@ -27,7 +27,8 @@ def _per_dim(draw, dim: int, values: st.SearchStrategy, spell_short: bool = True
     return tuple(draw(values) for _ in range(dim))
 
 
-def _spatial(v, dim: int) -> tuple:
+def spatial(v, dim: int) -> tuple:
+    """An int or per-dim tuple as a full-rank tuple (a length-1 tuple broadcast)."""
     items = v if isinstance(v, tuple) else (v,)
     return items * dim if len(items) == 1 else items
 
@@ -63,8 +64,8 @@ def conv_cases(draw, *, dims=(1, 2), quant=st.just(None), transposed=st.booleans
                    "tuple": st.tuples(*[values] * dim)}[padding_kind]
         padding = draw(padding)
 
-    k, s, d = _spatial(kernel, dim), _spatial(stride, dim), _spatial(dilation, dim)
-    p = (0,) * dim if padding in ("valid", "same") else _spatial(padding, dim)
+    k, s, d = spatial(kernel, dim), spatial(stride, dim), spatial(dilation, dim)
+    p = (0,) * dim if padding in ("valid", "same") else spatial(padding, dim)
     sizes = []
     for i in range(dim):
         extent = d[i] * (k[i] - 1) + 1
