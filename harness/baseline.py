@@ -4,7 +4,8 @@ With ``harness run --baseline X`` a failing cell is *known* when its finding (fi
 in the baseline, and *new* otherwise, or when the same cell passed in a baseline run (a
 regression, whatever its finding). Known failures are xfail in junit.xml; the exit code is 1
 only for new ones. An expectations file is what ``harness expect DIR --out FILE`` writes:
-``{"findings": {"F-...": "status: signature"}}``; the nightly session uses cases/expected.json.
+``{"findings": {"F-...": "backend status: signature"}, "first_seen": {"F-...": when}}``; the
+nightly session uses cases/expectations/nightly.json.
 """
 
 from __future__ import annotations
