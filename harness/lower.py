@@ -54,6 +54,7 @@ def lower(exported_program, backend: Backend, fix_names: list[str]) -> Lowered:
     passes = [p for f in chosen for p in f.transform_passes()]
     t0 = time.perf_counter()
     with contextlib.ExitStack() as stack:
+        stack.enter_context(backend.lowering_context())
         for f in chosen:
             stack.enter_context(f.patch())
         edge = to_edge_transform_and_lower(

@@ -8,17 +8,12 @@ are redone every time, they are cheap and they are what a runtime change would a
 from __future__ import annotations
 
 import time
-import traceback
-
-import torch
 
 from . import backends
-from .build import build_module, eager_check, make_inputs
 from .cache import Cache, key as cache_key
 from .compare import compare
 from .execute import RuntimeFailure, run_pte
-from .lower import lower
-from .quantize import output_qparams, quantize
+from .prepare import prepare_case
 from .record import METRIC_COLUMNS, CellResult
 from .spec import ConvCase
 from .status import STATIC_FINAL, Status
@@ -28,70 +23,30 @@ def new_result(case: ConvCase, backend: str, fix_names: list[str]) -> CellResult
     return CellResult(case=case, backend=backend, fixes=",".join(fix_names))
 
 
-def _first_line(e: BaseException) -> str:
-    """The error's first line, then its root cause's (pass managers wrap the real error);
-    a bare ``assert`` (no message) is named by where it failed."""
-    text = _describe(e)
-    root = e
-    while root.__cause__ is not None and root.__cause__ is not root:
-        root = root.__cause__
-    if root is not e:
-        text += f" <- {_describe(root)}"
-    return text[:600]
-
-
-def _describe(e: BaseException) -> str:
-    lines = [ln for ln in str(e).strip().splitlines() if ln.strip()]
-    if lines:
-        return f"{type(e).__name__}: {lines[0]}"
-    frame = traceback.extract_tb(e.__traceback__)[-1] if e.__traceback__ else None
-    if frame is None:
-        return type(e).__name__
-    where = frame.filename.split("site-packages/")[-1]
-    return f"{type(e).__name__} at {where}:{frame.lineno}: {frame.line}"
-
-
 def prepare(case: ConvCase, backend_name: str, fix_names: list[str]) -> dict:
-    """Quantize, export, lower, check delegation and contract. -> cache entry."""
-    backend = backends.get(backend_name)
-    entry: dict = {"status": None, "phase": None, "message": ""}
-    module = build_module(case)
-    inputs = make_inputs(case)
-    with torch.no_grad():
-        float_ref = module(*inputs)
-    refs = {"inputs": inputs, "ref": float_ref, "float_ref": None}
-    entry["refs"] = refs
-    program_module = module
-    try:
-        entry["phase"] = "quantize"
-        if case.quant:
-            program_module, entry["quantize_time_s"] = quantize(case, module, inputs, backend)
-            with torch.no_grad():
-                refs["ref"] = program_module(*inputs)
-            refs["float_ref"] = float_ref
-            qparams = output_qparams(program_module)
-            entry["out_scale"] = qparams[0] if qparams else None
-        entry["phase"] = "export"
-        exported = torch.export.export(program_module, inputs)
-        entry["phase"] = "lower"
-        lowered = lower(exported, backend, fix_names)
-    except Exception as e:  # the stage's own error is the finding
-        entry.update(status=Status.LOWER_ERROR.value, message=_first_line(e),
-                     traceback=traceback.format_exc(limit=-8))
-        return entry
-    entry.update(phase="check", pte=lowered.pte, pte_size_kb=round(len(lowered.pte) / 1024, 2),
-                 lower_time_s=round(lowered.lower_time_s, 3),
-                 delegated_ops=lowered.delegated_ops, undelegated_ops=lowered.undelegated_ops)
-    if not lowered.conv_delegated:
-        outside = ", ".join(f"{k} x{v}" for k, v in sorted(lowered.undelegated_ops.items()))
-        entry.update(status=Status.NOT_DELEGATED.value,
-                     message=f"outside the {backend_name} delegate: {outside or 'everything'}")
-        return entry
-    violations = backend.contract_violations(lowered.edge_manager)
-    entry["contract_violations"] = violations
-    if violations:
-        entry.update(status=Status.CONTRACT_VIOLATION.value, message="; ".join(violations))
-    return entry
+    """One lane's static stages (quantize, export, lower, checks) -> its cache entry."""
+    fix_names = sorted(fix_names)
+    return prepare_case(case, [(backend_name, fix_names)])[(backend_name, ",".join(fix_names))]
+
+
+def prepare_lanes(case: ConvCase, lanes: list, cache: Cache | None) -> dict:
+    """The static stages of several lanes of one case, per-case work once (prepare.py); every
+    cacheable entry is stored. -> {(backend, fixes): (row, final)}: a final row needs no
+    execution; the others carry the static stages' seconds (cell_time_s) for execution to add."""
+    lanes = [(b, sorted(f)) for b, f in lanes]
+    entries = prepare_case(case, lanes)
+    rows = {}
+    for (backend_name, fixes), entry in entries.items():
+        fix_names = [f for f in fixes.split(",") if f]
+        if cache and entry["status"] != Status.INVALID.value:
+            cache.store(cache_key(case.case_id, backend_name, fix_names), entry)
+        row = new_result(case, backend_name, fix_names)
+        _static(row, entry)
+        final = _finished_without_runtime(row, backends.get(backend_name))
+        row.cell_time_s = round((entry.get("lower_time_s") or 0)
+                                + entry.get("prepare_share_s", 0), 3)
+        rows[(backend_name, fixes)] = (row, final)
+    return rows
 
 
 def run_cell(case: ConvCase, backend_name: str, fix_names: list[str],
@@ -104,12 +59,8 @@ def run_cell(case: ConvCase, backend_name: str, fix_names: list[str],
     entry = cache.load(k) if cache else None  # only valid cases are ever cached
     row.cached = entry is not None
     if entry is None:
-        invalid = eager_check(case)
-        if invalid:
-            row.update(status=Status.INVALID.value, phase="eager", message=invalid)
-            return _done(row, t0)
         entry = prepare(case, backend_name, fix_names)
-        if cache:
+        if cache and entry["status"] != Status.INVALID.value:
             cache.store(k, entry)
     _static(row, entry)
     if _finished_without_runtime(row, backend):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 import time
 from dataclasses import dataclass, field
@@ -11,7 +12,7 @@ from pathlib import Path
 
 from . import backends as backend_registry, fixes as fix_registry, journal as journal_mod
 from . import matrix, versions, workers
-from .cache import Cache
+from .cache import Cache, key as cache_key
 from .record import CellResult
 from .spec import ConvCase
 
@@ -63,7 +64,27 @@ def work(task: dict) -> CellResult:
 
     workers.mark(tag(task))
     cache = Cache(task["cache_dir"]) if task.get("cache_dir") else None
-    return run_cell(ConvCase.from_dict(task["case"]), task["backend"], fix_list(task), cache)
+    row = run_cell(ConvCase.from_dict(task["case"]), task["backend"], fix_list(task), cache)
+    if "prepared_s" in task:  # its static stages ran in this run's per-case step, not a cache
+        row.cached = False
+        row.cell_time_s = round((row.cell_time_s or 0) + task["prepared_s"], 3)
+    return row
+
+
+def prepare_work(task: dict) -> dict:
+    """Runs in a worker: the static stages of all of one case's lanes, shared work once."""
+    from .pipeline import prepare_lanes
+
+    workers.mark(f"{task['case_id']}|prepare")
+    rows = prepare_lanes(ConvCase.from_dict(task["case"]), task["lanes"], Cache(task["cache_dir"]))
+    return {f"{b}|{f}": row for (b, f), row in rows.items()}
+
+
+def by_case(tasks: list[dict]) -> dict[str, list[dict]]:
+    grouped: dict[str, list[dict]] = {}
+    for t in tasks:
+        grouped.setdefault(t["case_id"], []).append(t)
+    return grouped
 
 
 def header(config: RunConfig, n_cases: int) -> dict:
@@ -94,9 +115,13 @@ def _execute(out_dir: Path, config: RunConfig, cases: list[ConvCase], progress: 
     done = {r.key for r in done_rows}
     todo = [t for t in tasks if key(t) not in done]
     log_dir = str(out_dir / "logs")
-    cache = Cache(config.cache_dir) if config.cache_dir else None
+    # Without a cache (--no-cache) the prepared programs still need a home between the
+    # per-case preparation and the per-cell execution: a folder of the run, removed at the end.
+    scratch = out_dir / "prepared" if not config.cache_dir else None
+    cache_dir = config.cache_dir or str(scratch)
+    cache = Cache(cache_dir)
     for t in todo:
-        t["cache_dir"] = config.cache_dir
+        t["cache_dir"] = cache_dir
     journal = journal_mod.Journal(out_dir / "journal.jsonl")
     rows = {r.key: r for r in done_rows}
     t0 = time.perf_counter()
@@ -114,10 +139,29 @@ def _execute(out_dir: Path, config: RunConfig, cases: list[ConvCase], progress: 
         bar.set_postfix_str(f"{row.status} {row.backend}", refresh=False)
         bar.update(1)
 
+    # 1. Per case, once: eager, quantization, export; then every lane lowered (prepare.py).
+    #    Cells whose verdict needs no execution are final here; the others wait for step 2.
+    #    A case whose preparation dies is left to step 2, where each cell prepares alone.
+    unprepared = by_case([t for t in todo if cache.load_meta(cache_key(
+        t["case_id"], t["backend"], fix_list(t))) is None])
+    prep_tasks = [{"case": ts[0]["case"], "case_id": cid, "cache_dir": cache_dir,
+                   "lanes": [(t["backend"], fix_list(t)) for t in ts]}
+                  for cid, ts in unprepared.items()]
+    finished = set()
+    for prep, result, _death in workers.run(prep_tasks, prepare_work, log_dir=log_dir, **pool):
+        for t in unprepared[prep["case_id"]]:
+            row, final = (result or {}).get(f"{t['backend']}|{t['fixes']}", (None, False))
+            if final:
+                record(row)
+                finished.add(key(t))
+            elif row is not None:
+                t["prepared_s"] = row.cell_time_s
+    # 2. Per cell: execution (in a worker, so a native crash costs one cell).
     need_worker = []
-    for t in todo:  # cached static verdicts need no worker, only executions do
-        row = cached_row(ConvCase.from_dict(t["case"]), t["backend"], fix_list(t),
-                         cache) if cache else None
+    for t in todo:
+        if key(t) in finished:
+            continue
+        row = cached_row(ConvCase.from_dict(t["case"]), t["backend"], fix_list(t), cache)
         if row is None:
             need_worker.append(t)
         else:
@@ -148,6 +192,8 @@ def _execute(out_dir: Path, config: RunConfig, cases: list[ConvCase], progress: 
         row.isolation = isolation_note(first, row, previous)
         record(row)
     bar.close()
+    if scratch is not None:
+        shutil.rmtree(scratch, ignore_errors=True)
     ordered = [rows[key(t)] for t in tasks if key(t) in rows]
     df = matrix.frame([r.to_row() for r in ordered])
     matrix.write(df, out_dir)

@@ -23,6 +23,12 @@ class Backend:
     # Per-cell tolerance in units of the quantized output's scale (see compare.py).
     quant_tolerance_steps: float = 1.0
 
+    @property
+    def quantizer_family(self) -> str:
+        """Lanes with the same family quantize a case identically, so it is quantized and
+        exported once for all of them (prepare.py). Override when borrowing another's quantizer."""
+        return self.name
+
     def partitioners(self) -> list:
         raise NotImplementedError
 
@@ -33,6 +39,12 @@ class Backend:
         """Static checks of the serialized delegate payload against the runtime's argument
         contract; each string names one violated rule."""
         return []
+
+    def lowering_context(self):
+        """Entered around this lane's lowering (e.g. per-process memos of ExecuTorch internals)."""
+        import contextlib
+
+        return contextlib.nullcontext()
 
     def runtime_available(self) -> bool:
         return self.runtime_name in registered_runtime_backends()

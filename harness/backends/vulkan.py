@@ -26,6 +26,8 @@ class Vulkan(Backend):
 
         return [VulkanPartitioner()]
 
+    quantizer_family = "xnnpack"  # see quantizer()
+
     def quantizer(self, scheme: str):
         # VulkanQuantizer (1.5.1) annotates only linear. ExecuTorch quantizes conv for Vulkan with
         # XNNPACKQuantizer (test_vulkan_delegate.py, ..._xnnpack_pt2e_quantized_conv_sequence);
@@ -33,6 +35,11 @@ class Vulkan(Backend):
         from .xnnpack import Xnnpack
 
         return Xnnpack().quantizer(scheme)
+
+    def lowering_context(self):
+        from ..pattern_memo import vulkan_patterns_once
+
+        return vulkan_patterns_once()
 
     def runtime_available(self) -> bool:
         from ..runtimes.load import vulkan_enabled  # registered and not switched off for the run
