@@ -29,20 +29,32 @@ class RunConfig:
     jobs: int = 2
     cache_dir: str | None = None
     vulkan_runtime: str | None = None  # the plug-in library every process loads (None: no runtime)
+    shard: str | None = None  # "K/N": this run is shard K of N (shard.py); None: the whole run
+
+
+def lanes(config: RunConfig) -> list[tuple[str, list[str]]]:
+    """Every (backend, fix set) of a case: stock always, plus the fix set where it applies."""
+    out = []
+    for backend in config.backends:
+        out.append((backend, []))
+        applicable = fix_registry.for_backend(config.fixes, backend)
+        if applicable:
+            out.append((backend, applicable))
+    return out
 
 
 def cells(cases: list[ConvCase], config: RunConfig) -> list[dict]:
-    """Every (case, backend, fix set) cell: stock always, plus the fix set where it applies."""
+    """Every (case, backend, fix set) cell of the run, or of its shard."""
+    from .shard import select
+
     tasks = []
+    mine = select(cases, config.shard, len(lanes(config)))
     for case in cases:
-        for backend in config.backends:
-            fix_sets = [[]]
-            applicable = fix_registry.for_backend(config.fixes, backend)
-            if applicable:
-                fix_sets.append(applicable)
-            for fx in fix_sets:
-                tasks.append({"case": case.to_dict(), "case_id": case.case_id,
-                              "backend": backend, "fixes": ",".join(fx)})
+        if case.case_id not in mine:
+            continue
+        for backend, fx in lanes(config):
+            tasks.append({"case": case.to_dict(), "case_id": case.case_id,
+                          "backend": backend, "fixes": ",".join(fx)})
     return tasks
 
 

@@ -71,8 +71,11 @@ def _run(args, **kw):
 def test_resume_after_kill_equals_uninterrupted_run(tmp_path):
     case_file = tmp_path / "cases.json"
     case_file.write_text(json.dumps([c.to_dict() for c in CASES]))
-    common = ["--cases", case_file, "--max-examples", 0, "--backends", "xnnpack", "--no-cache",
-              "--no-progress", "--no-report", "-j", 1]
+    # Vulkan without a runtime: its cells are final as each case is prepared, so rows arrive
+    # one case at a time and the kill lands between cases (XNNPACK's executions come after).
+    common = ["--cases", case_file, "--max-examples", 0, "--backends", "xnnpack,vulkan",
+              "--vulkan-runtime", "none", "--no-cache", "--no-progress", "--no-report", "-j", 1]
+    cells = 2 * len(CASES)
     killed = tmp_path / "killed"
     proc = _run(["--out", killed, *common])
     journal = killed / "journal.jsonl"
@@ -82,7 +85,8 @@ def test_resume_after_kill_equals_uninterrupted_run(tmp_path):
     os.killpg(proc.pid, signal.SIGKILL)  # the whole run, workers included
     proc.wait()
     partial = len(read(journal).rows)
-    assert 2 <= partial < len(CASES), "the kill should land mid-run"
+    assert 2 <= partial < cells, "the kill should land mid-run"
+    assert (killed / "prepared").is_dir()  # --no-cache: lowered programs wait in the run folder
     with open(journal, "a") as fh:  # a cell cut mid-write by the kill
         fh.write('{"case_id": "half')
     resumed = subprocess.run([sys.executable, "-m", "harness", "run", "--resume", killed,
@@ -97,7 +101,8 @@ def test_resume_after_kill_equals_uninterrupted_run(tmp_path):
     a = pd.read_csv(killed / "matrix.csv")[cols]
     b = pd.read_csv(full / "matrix.csv")[cols]
     pd.testing.assert_frame_equal(a, b)
-    assert len(read(journal).rows) == len(CASES) and not read(journal).problems
+    assert len(read(journal).rows) == cells and not read(journal).problems
+    assert not (killed / "prepared").exists()  # removed once the run is complete
 
 
 def test_a_hung_cell_becomes_a_crash_row_and_the_run_completes(tmp_path):

@@ -1,10 +1,11 @@
-"""Commands over finished run folders: ``report``, ``repro``, ``diff``."""
+"""Commands over finished run folders: report, repro, expect, shrink, merge, diff."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from .common import EXIT_FINDINGS, EXIT_OK, UsageError, read_matrix, write_report
+from .common import (EXIT_FINDINGS, EXIT_OK, UsageError, print_summary, read_matrix,
+                     write_report)
 
 
 def add_parsers(sub) -> None:
@@ -29,6 +30,12 @@ def add_parsers(sub) -> None:
     sh.add_argument("--seconds", type=float, default=60.0, help="budget per finding")
     sh.set_defaults(func=cmd_shrink)
 
+    m = sub.add_parser("merge", help="combine the shard folders of one run (run --shard K/N)")
+    m.add_argument("dirs", type=Path, nargs="+", metavar="SHARD_DIR")
+    m.add_argument("--out", type=Path, required=True)
+    m.add_argument("--no-report", action="store_true")
+    m.set_defaults(func=cmd_merge)
+
     d = sub.add_parser("diff", help="cells that regressed / got fixed / changed between two runs")
     d.add_argument("old", type=Path)
     d.add_argument("new", type=Path)
@@ -37,6 +44,19 @@ def add_parsers(sub) -> None:
                    help="compare lane OLD_LANE of OLD with lane NEW_LANE of NEW (OLD and NEW may "
                    "be the same run, e.g. RUN RUN --lanes vulkan vulkan@h200)")
     d.set_defaults(func=cmd_diff)
+
+
+def cmd_merge(args) -> int:
+    from ..merge import MergeError, merge
+
+    try:
+        n = merge(args.dirs, args.out)
+    except MergeError as e:
+        raise UsageError(f"merge: {e}") from None
+    print(f"{len(args.dirs)} shards merged: {n} cells")
+    print_summary(read_matrix(args.out), args.out)
+    write_report(args.out, html=not args.no_report)
+    return EXIT_OK
 
 
 def cmd_report(args) -> int:

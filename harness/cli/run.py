@@ -32,6 +32,8 @@ def add_parsers(sub) -> None:
     r.add_argument("--vulkan-runtime", default="auto", metavar="auto|PATH|none",
                    help="Vulkan runtime plug-in to execute the Vulkan lane with (default: the one "
                    "built for the installed executorch, if any)")
+    r.add_argument("--shard", metavar="K/N", help="run only shard K of N (whole cases, balanced "
+                   "by expected cost, the same on every machine); combine with `harness merge`")
     r.add_argument("--no-progress", action="store_true")
     r.add_argument("--no-report", action="store_true")
     r.add_argument("--baseline", type=Path, metavar="DIR|EXPECTED.json",
@@ -100,6 +102,13 @@ def cmd_run(args) -> int:
         n = args.max_examples if args.max_examples is not None else generate.PROFILES[args.profile]
         if n < 0:
             raise UsageError("run: --max-examples must be >= 0")
+        if args.shard:
+            from ..shard import parse as parse_shard
+
+            try:
+                parse_shard(args.shard)
+            except ValueError as e:
+                raise UsageError(str(e)) from None
         jobs = args.jobs or runner.default_jobs()
         if jobs < 1:
             raise UsageError("run: --jobs must be >= 1")
@@ -111,7 +120,7 @@ def cmd_run(args) -> int:
         config = runner.RunConfig(backends=backends, fixes=fixes, profile=args.profile,
                                   max_examples=n, seed=args.seed, case_files=list(args.cases),
                                   timeout=args.timeout, jobs=jobs, cache_dir=cache_dir,
-                                  vulkan_runtime=vulkan_runtime)
+                                  vulkan_runtime=vulkan_runtime, shard=args.shard)
         cases = listed + [c for c in generate.generate(n, args.seed)
                           if c.case_id not in {x.case_id for x in listed}]
         runner.start(out, config, cases)
