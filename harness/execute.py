@@ -13,8 +13,9 @@ class RuntimeFailure(Exception):
 
 
 def run_pte(pte: bytes, inputs: tuple) -> tuple[list[torch.Tensor], float]:
-    from executorch.extension.pybindings.portable_lib import _load_for_executorch_from_buffer
+    from .runtimes.load import pybindings
 
+    _load_for_executorch_from_buffer = pybindings()._load_for_executorch_from_buffer
     t0 = time.perf_counter()
     try:
         program = _load_for_executorch_from_buffer(pte)

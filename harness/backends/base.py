@@ -12,9 +12,9 @@ class QuantUnsupported(Exception):
 @functools.lru_cache(maxsize=1)
 def registered_runtime_backends() -> tuple[str, ...]:
     """What the installed ExecuTorch runtime can execute; detected, never assumed."""
-    from executorch.extension.pybindings.portable_lib import _get_registered_backend_names
+    from ..runtimes.load import pybindings
 
-    return tuple(_get_registered_backend_names())
+    return tuple(pybindings()._get_registered_backend_names())
 
 
 class Backend:

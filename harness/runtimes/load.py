@@ -2,7 +2,7 @@
 
 ``--vulkan-runtime auto`` takes the plug-in built for the installed wheel (``vulkan.installed``),
 ``PATH`` a given library, ``none`` nothing (the lane is then NO_RUNTIME / static checks only).
-The library is loaded RTLD_GLOBAL after ``portable_lib``: its static initializer registers
+The library is loaded RTLD_GLOBAL after the pybinding: its static initializer registers
 VulkanBackend in the wheel's one backend registry (libexecutorch.so), shared with the pybinding.
 """
 
@@ -37,9 +37,20 @@ def resolve(choice: str | None, cache: str | None = None) -> str | None:
     return str(path.resolve())
 
 
+def pybindings():
+    """The runtime's C++ extension. Imported directly, not through ``portable_lib.py``, which
+    imports ``executorch.exir`` first (6 s of lowering code that an execution worker never
+    uses; most of a worker's start-up). Older wheels name it differently: then portable_lib."""
+    try:
+        from executorch.extension.pybindings import _C as lib
+    except ImportError:
+        from executorch.extension.pybindings import portable_lib as lib
+    return lib
+
+
 def load(library: str | None) -> bool:
     """Load the plug-in into this process (once); True when VulkanBackend is registered after."""
-    from executorch.extension.pybindings import portable_lib  # noqa: F401  (first: see above)
+    pybindings()  # first: see above
 
     from ..backends.base import registered_runtime_backends
 

@@ -1,0 +1,52 @@
+"""Where one warm cell's static stages spend their time, per lane, before and after the
+per-process pattern-graph memo (harness/pattern_memo.py): cProfile, top functions by
+cumulative time. "Before" is stock ExecuTorch (graphs rebuilt on every lowering)."""
+
+from __future__ import annotations
+
+import contextlib
+import cProfile
+import pstats
+import time
+
+# The call chain every cell goes through: it holds ~100% of the time and says nothing.
+_WRAPPERS = 0.9
+
+
+def _name(func: tuple) -> str:
+    path, line, name = func
+    short = path.split("site-packages/")[-1] if "site-packages/" in path else path.split("/")[-1]
+    return f"{short}:{line}({name})"
+
+
+def profile_lane(cases, backend: str, memo: bool, top: int = 5):
+    """-> (mean seconds per cell, [(share of the time, function)] top ``top``)."""
+    from harness import pattern_memo
+    from harness.pipeline import prepare
+
+    scope = contextlib.nullcontext() if memo else pattern_memo.disabled()
+    with scope:
+        prepare(cases[0], backend, [])  # imports, first-call costs: a worker pays them once
+        profiler = cProfile.Profile()
+        t0 = time.perf_counter()
+        profiler.enable()
+        for case in cases:
+            prepare(case, backend, [])
+        profiler.disable()
+        wall = time.perf_counter() - t0
+    stats = pstats.Stats(profiler).stats  # func -> (cc, nc, tottime, cumtime, callers)
+    rows = sorted(((cum / wall, _name(f)) for f, (_, _, _, cum, _) in stats.items()
+                   if cum / wall < _WRAPPERS and "harness/" not in f[0]
+                   and not f[0].startswith("~")), reverse=True)
+    return wall / len(cases), rows[:top]
+
+
+def report(cases, backends: list[str]) -> list[str]:
+    lines = []
+    for backend in backends:
+        for memo in (False, True):
+            mean, rows = profile_lane(cases, backend, memo)
+            label = "after (memo)" if memo else "before (stock)"
+            lines.append(f"profile {backend} {label}: {mean:.2f} s per warm cell")
+            lines.extend(f"    {share:6.1%}  {name}" for share, name in rows)
+    return lines

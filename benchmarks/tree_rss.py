@@ -1,0 +1,68 @@
+"""Peak resident memory of this process and everything below it, sampled from /proc (Linux).
+
+``resource.getrusage(RUSAGE_CHILDREN)`` cannot see the workers: they are children of the
+forkserver (harness/workers.py), which outlives the measurement. So a thread samples the tree.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+
+def _tree_rss_kib(root: int) -> tuple[int, int]:
+    """(sum, largest) RSS in KiB over ``root`` and its descendants."""
+    children: dict[int, list[int]] = {}
+    rss: dict[int, int] = {}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            stat = (proc / "stat").read_text()
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            status = (proc / "status").read_text()
+        except (OSError, IndexError, ValueError):
+            continue  # it ended while we looked
+        pid = int(proc.name)
+        children.setdefault(ppid, []).append(pid)
+        rss[pid] = next((int(ln.split()[1]) for ln in status.splitlines()
+                         if ln.startswith("VmRSS:")), 0)
+    total, largest, todo = 0, 0, [root]
+    while todo:
+        pid = todo.pop()
+        total += rss.get(pid, 0)
+        largest = max(largest, rss.get(pid, 0))
+        todo.extend(children.get(pid, []))
+    return total, largest
+
+
+class PeakRSS:
+    """``with PeakRSS() as peak: ...`` then ``peak.total_mib``, ``peak.largest_mib``."""
+
+    def __init__(self, every_s: float = 0.25):
+        self.every_s, self.total_kib, self.largest_kib = every_s, 0, 0
+        self._stop = threading.Event()
+
+    def _sample(self) -> None:
+        while not self._stop.wait(self.every_s):
+            total, largest = _tree_rss_kib(os.getpid())
+            self.total_kib = max(self.total_kib, total)
+            self.largest_kib = max(self.largest_kib, largest)
+
+    def __enter__(self) -> PeakRSS:
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    @property
+    def total_mib(self) -> float:
+        return self.total_kib / 1024
+
+    @property
+    def largest_mib(self) -> float:
+        return self.largest_kib / 1024
