@@ -66,3 +66,23 @@ class PeakRSS:
     @property
     def largest_mib(self) -> float:
         return self.largest_kib / 1024
+
+
+def main(argv: list[str]) -> int:
+    """``python benchmarks/tree_rss.py CMD ...``: run CMD, then print its wall time and the peak
+    RSS of its whole process tree (e.g. a 200-case `harness run`, workers included)."""
+    import subprocess
+    import time
+
+    t0 = time.perf_counter()
+    with PeakRSS() as peak:
+        rc = subprocess.call(argv)
+    print(f"wall {time.perf_counter() - t0:.1f} s; peak RSS {peak.total_mib:.0f} MiB for the "
+          f"process tree, largest process {peak.largest_mib:.0f} MiB; exit {rc}")
+    return rc
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main(sys.argv[1:]))

@@ -52,8 +52,15 @@ def _init(log_dir: str | None, threads: int, on_start: Callable | None = None,
         sys.stderr.flush()
         os.dup2(fd, 1)
         os.dup2(fd, 2)
-    import torch
+    import threading
 
+    import torch
+    from tqdm import tqdm
+
+    # torch.fx's interpreter opens a tqdm bar, whose default lock is a multiprocessing
+    # semaphore; a worker stopped at the pool's end then "leaks" it (resource_tracker warns at
+    # exit). A worker's bars never need a cross-process lock.
+    tqdm.set_lock(threading.RLock())
     torch.set_num_threads(threads)
     from . import pipeline  # noqa: F401  (pay the heavy imports once per worker)
 
