@@ -31,14 +31,14 @@ sys.path.insert(0, str(HERE))
 
 def naive_child(cases_file: str, backends: str, library: str, start: int) -> None:
     """The naive loop itself (run as a child): one line per finished cell, flushed."""
-    from harness import pattern_memo
+    from harness import lowering_memo
     from harness.pipeline import run_cell
     from harness.runtimes import load
     from harness.spec import ConvCase
 
     cases = [ConvCase.from_dict(c) for c in json.loads(Path(cases_file).read_text())]
     cells = [(c, b) for c in cases for b in backends.split(",")]
-    with pattern_memo.disabled(), load.use(library or None):
+    with lowering_memo.disabled(), load.use(library or None):
         for i in range(start, len(cells)):
             t0 = time.perf_counter()
             row = run_cell(cells[i][0], cells[i][1], [])

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from . import fixes as fix_registry
 from .backends import Backend
+from .lowering_memo import cia_ops_once
 
 # Ops that are bookkeeping rather than computation when left outside a delegate.
 _BOOKKEEPING = {"getitem", "executorch_call_delegate"}
@@ -55,6 +56,7 @@ def lower(exported_program, backend: Backend, fix_names: list[str]) -> Lowered:
     t0 = time.perf_counter()
     with contextlib.ExitStack() as stack:
         stack.enter_context(backend.lowering_context())
+        stack.enter_context(cia_ops_once())
         for f in chosen:
             stack.enter_context(f.patch())
         edge = to_edge_transform_and_lower(

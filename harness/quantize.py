@@ -19,7 +19,7 @@ def quantize(case: ConvCase, module: torch.nn.Module, inputs: tuple, backend: Ba
     quantizer itself raises propagates (-> LOWER_ERROR with its message)."""
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
-    from .pattern_memo import quantizer_patterns_once
+    from .lowering_memo import quantizer_patterns_once
 
     quantizer = backend.quantizer(case.quant)
     t0 = time.perf_counter()

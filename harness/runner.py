@@ -160,7 +160,8 @@ def _execute(out_dir: Path, config: RunConfig, cases: list[ConvCase], progress: 
                    "lanes": [(t["backend"], fix_list(t)) for t in ts]}
                   for cid, ts in unprepared.items()]
     finished = set()
-    for prep, result, _death in workers.run(prep_tasks, prepare_work, log_dir=log_dir, **pool):
+    for prep, result, _death in workers.run(prep_tasks, prepare_work, log_dir=log_dir,
+                                            lowering=True, **pool):
         for t in unprepared[prep["case_id"]]:
             row, final = (result or {}).get(f"{t['backend']}|{t['fixes']}", (None, False))
             if final:

@@ -25,12 +25,18 @@ MARK = "@@convconf cell "
 # instead of importing torch again (~2.5 s each). The server only imports: no torch op has run
 # and no runtime is loaded there, so nothing that dislikes fork (OpenMP pools, a Vulkan
 # instance) exists before a fork; each worker loads the runtime itself (on_start).
+# The server starts with a process's first pool and serves it for its lifetime: when that pool
+# lowers (a cold run), the server also imports the lowering stack (~6 s that every lowering
+# worker would otherwise pay itself); an execution-only run (warm) keeps it light.
 PRELOAD = ["torch", "harness.pipeline"]
+LOWERING = ["executorch.exir", "executorch.backends.xnnpack.partition.xnnpack_partitioner",
+            "executorch.backends.vulkan.partitioner.vulkan_partitioner",
+            "torchao.quantization.pt2e.quantize_pt2e"]
 
 
-def _context():
+def _context(lowering: bool = False):
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(PRELOAD)
+    ctx.set_forkserver_preload(PRELOAD + (LOWERING if lowering else []))
     return ctx
 _LOG_DIR: Path | None = None
 
@@ -115,11 +121,11 @@ def describe_death(error: BaseException, timeout: float | None) -> str:
 
 
 @contextlib.contextmanager
-def one_worker(*, timeout: float | None, log_dir: str | None = None,
+def one_worker(*, timeout: float | None, log_dir: str | None = None, lowering: bool = True,
                on_start: Callable | None = None, on_start_args: tuple = ()):
     """A worker kept for many calls (e.g. a shrinker's tries): yields ``call(fn, task) ->
     (result, None) | (None, death)``. A death costs only that call; pebble starts a new worker."""
-    ctx = _context()
+    ctx = _context(lowering)
     threads = max(1, os.cpu_count() or 1)
     with ProcessPool(max_workers=1, initializer=_init, context=ctx,
                      initargs=(log_dir, threads, on_start, on_start_args)) as pool:
@@ -134,17 +140,19 @@ def one_worker(*, timeout: float | None, log_dir: str | None = None,
 
 def run(tasks: Iterable, fn: Callable, *, jobs: int, timeout: float | None,
         log_dir: str | None = None, max_tasks: int = 50, on_start: Callable | None = None,
-        on_start_args: tuple = ()) -> Iterator[tuple[object, object, str | None]]:
+        on_start_args: tuple = (), lowering: bool = False
+        ) -> Iterator[tuple[object, object, str | None]]:
     """Yield (task, result, None) or (task, None, death description) as cells finish.
 
     ``fn(task)`` runs in a worker; ``task`` must be picklable. Order is completion order.
     ``max_tasks=1`` gives every task a fresh process of its own. ``on_start(*on_start_args)``
-    runs once in each worker before its first task."""
+    runs once in each worker before its first task. ``lowering``: the tasks lower programs
+    (see LOWERING)."""
     tasks = list(tasks)
     if not tasks:  # nothing to execute: do not pay for starting workers
         return
     threads = max(1, (os.cpu_count() or 1) // max(1, jobs))
-    ctx = _context()
+    ctx = _context(lowering)
     with ProcessPool(max_workers=jobs, max_tasks=max_tasks, initializer=_init,
                      initargs=(log_dir, threads, on_start, on_start_args), context=ctx) as pool:
         futures = {pool.schedule(fn, args=(t,), timeout=timeout): t for t in tasks}

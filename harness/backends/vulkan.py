@@ -37,7 +37,7 @@ class Vulkan(Backend):
         return Xnnpack().quantizer(scheme)
 
     def lowering_context(self):
-        from ..pattern_memo import vulkan_patterns_once
+        from ..lowering_memo import vulkan_patterns_once
 
         return vulkan_patterns_once()
 

@@ -1,6 +1,6 @@
-"""Build the pattern graphs ExecuTorch matches against once per process, not once per call.
+"""Compute once per process what ExecuTorch and torch.export recompute on every call.
 
-Two places rebuild, on every call, small example graphs that never change:
+Three places rebuild, on every call, something that does not change between calls:
 
 1. Vulkan lowering (``vulkan_patterns_once``). Every Vulkan lowering asks each registered pattern for its example graphs twice (the
 partitioner's ``get_all_fusable_subgraphs`` and ``FusePatternsPass``), and building them means
@@ -15,11 +15,17 @@ never consulted (a finding worth reporting upstream: swap the two decorators).
    not) through torchao's ``_get_aten_graph_module_for_pattern``, every time: about half of a
    quantized cell's static stages.
 
-Scope: only while a context is active (``lower`` enters the first for the Vulkan lane,
-``quantize`` the second); on exit the originals are back. Results are kept per process, so a
+3. torch.export's decomposition (``cia_ops_once``): ``run_decompositions`` collects every
+   CompositeImplicitAutograd op of every op namespace, 5-9 times per lowering (~0.1 s each once
+   executorch's namespaces are loaded). torch caches the ``aten`` part only, because another
+   namespace may gain ops later; the memo is keyed on the namespaces and the number of
+   registered ops and CIA kernels, so a new registration is a new key.
+
+Scope: only while a context is active (``lower`` enters the first for the Vulkan lane and the
+third for every lane, ``quantize`` the second); on exit the originals are back. Results are kept per process, so a
 worker pays once. Vulkan's graphs are only matched against (SubgraphMatcher does not mutate its
 pattern); the quantizer's matcher rewrites its pattern's outputs, so that memo hands out a deep
-copy. tests/test_pattern_memo.py checks the .pte bytes are identical with and without both, for
+copy. tests/test_lowering_memo.py checks the .pte bytes are identical with and without both, for
 cases of every kind.
 """
 
@@ -30,7 +36,7 @@ import copy
 import threading
 
 _GRAPHS: dict = {}  # original get_graphs_fn -> the list it returned, once per process
-_LOCK = threading.Lock()
+_LOCK = threading.RLock()  # re-entrant: a memoized builder may export, which asks for CIA ops
 enabled = True  # off: every lowering rebuilds the graphs, as stock ExecuTorch does (bench, tests)
 
 
@@ -104,6 +110,37 @@ def quantizer_patterns_once():
         yield
     finally:
         utils._get_aten_graph_module_for_pattern = original
+
+
+@contextlib.contextmanager
+def cia_ops_once():
+    if not enabled:
+        yield
+        return
+    import torch
+    import torch.export.decomp_utils as decomp_utils
+    import torch.export.exported_program as exported_program
+
+    original = exported_program._collect_all_valid_cia_ops
+    cia = torch._C.DispatchKey.CompositeImplicitAutograd.name
+
+    def collect():
+        key = ("cia", tuple(torch.ops._dir), len(torch._C._dispatch_get_all_op_names()),
+               len(torch._C._dispatch_get_registrations_for_dispatch_key(cia)))
+        with _LOCK:
+            if key not in _GRAPHS:
+                _GRAPHS[key] = frozenset(original())
+            return set(_GRAPHS[key])  # callers get their own set, as from the original
+
+    patched = [m for m in (exported_program, decomp_utils)
+               if getattr(m, "_collect_all_valid_cia_ops", None) is original]
+    for m in patched:
+        m._collect_all_valid_cia_ops = collect
+    try:
+        yield
+    finally:
+        for m in patched:
+            m._collect_all_valid_cia_ops = original
 
 
 @contextlib.contextmanager

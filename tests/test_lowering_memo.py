@@ -2,12 +2,12 @@
 
 Two shortcuts are checked together against the stock path (each lane prepared alone, ExecuTorch's
 Vulkan pattern graphs rebuilt on every lowering): the per-process pattern-graph memo
-(pattern_memo.py) and the per-case sharing of quantization and export across lanes (prepare.py).
+(lowering_memo.py) and the per-case sharing of quantization and export across lanes (prepare.py).
 """
 
 import pytest
 
-from harness import pattern_memo
+from harness import lowering_memo
 from harness.pipeline import prepare
 from harness.prepare import prepare_case
 from harness.spec import ConvCase
@@ -35,10 +35,10 @@ KINDS = {
 @pytest.mark.parametrize("kind", sorted(KINDS))
 def test_shared_and_memoized_lowering_gives_identical_pte(kind):
     case = KINDS[kind]
-    with pattern_memo.disabled():
+    with lowering_memo.disabled():
         stock = {(b, ",".join(f)): prepare(case, b, f) for b, f in LANES}
     shared = prepare_case(case, LANES)
-    assert pattern_memo.built() > 0  # the memo was really used (the Vulkan lane lowered)
+    assert lowering_memo.built() > 0  # the memo was really used (the Vulkan lane lowered)
     compared = 0
     for lane, entry in stock.items():
         assert shared[lane]["status"] == entry["status"], lane
@@ -54,7 +54,7 @@ def test_memo_is_scoped_and_restores_the_registry():
     from executorch.backends.vulkan.patterns import fusable_patterns
 
     before = {n: e.get_graphs_fn for n, e in fusable_patterns.items()}
-    with pattern_memo.vulkan_patterns_once():
+    with lowering_memo.vulkan_patterns_once():
         inside = {n: e.get_graphs_fn for n, e in fusable_patterns.items()}
         graphs = [e.get_graphs_fn for e in fusable_patterns.values() if e.get_graphs_fn]
         assert graphs and all(g() is g() for g in graphs)  # built once, then served
