@@ -29,9 +29,10 @@ def diff(old: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
     # max|d| on both sides: two lanes or releases that both PASS (or both MISMATCH) can still
     # compute different numbers, and a reader comparing devices wants to see that.
     err = ["max_abs_error"] if "max_abs_error" in old and "max_abs_error" in new else []
-    both = old[KEY + ["status"] + err].merge(new[KEY + ["status", "message"] + err], on=KEY,
-                                             how="outer", suffixes=("_old", "_new"),
-                                             indicator=True)
+    # The message of each side: what a release said before and after a change is the clue.
+    both = old[KEY + ["status", "message"] + err].merge(new[KEY + ["status", "message"] + err],
+                                                        on=KEY, how="outer",
+                                                        suffixes=("_old", "_new"), indicator=True)
 
     def kind(r) -> str:
         if r["_merge"] == "left_only":

@@ -39,7 +39,12 @@ def add_parsers(sub) -> None:
     d = sub.add_parser("diff", help="cells that regressed / got fixed / changed between two runs")
     d.add_argument("old", type=Path)
     d.add_argument("new", type=Path)
-    d.add_argument("--out", type=Path, help="diff.csv path (default: NEW/diff.csv)")
+    d.add_argument("more", type=Path, nargs="*", metavar="RUN",
+                   help="further runs, oldest first (e.g. one per executorch release): the "
+                   "releases view, OUT/releases.html, .csv and .json")
+    d.add_argument("--releases", action="store_true", help="the releases view for two runs too")
+    d.add_argument("--out", type=Path, help="diff.csv path (default: NEW/diff.csv); for the "
+                   "releases view a folder (default: the last run's)")
     d.add_argument("--lanes", nargs=2, metavar=("OLD_LANE", "NEW_LANE"),
                    help="compare lane OLD_LANE of OLD with lane NEW_LANE of NEW (OLD and NEW may "
                    "be the same run, e.g. RUN RUN --lanes vulkan vulkan@h200)")
@@ -119,8 +124,35 @@ def cmd_repro(args) -> int:
     return EXIT_OK
 
 
+def cmd_releases(args) -> int:
+    from .. import releases
+
+    dirs = [args.old, args.new, *args.more]
+    for d in dirs:
+        read_matrix(d)  # one clear line for a folder without a matrix
+    try:
+        runs = releases.load(dirs)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    out = args.out or dirs[-1]
+    table, moves = releases.write(runs, out)
+    print(table.to_string())
+    counts = moves["change"].value_counts() if len(moves) else {}
+    for (a, b), part in (moves.groupby(["from", "to"], sort=False) if len(moves) else []):
+        kinds = part["change"].value_counts()
+        print(f"{a} -> {b}: " + ", ".join(f"{k} {int(kinds.get(k, 0))}" for k in
+                                          ("regressed", "fixed", "changed", "added", "removed")))
+    print(f"releases view -> {out / 'releases.html'}")
+    return EXIT_FINDINGS if counts.get("regressed", 0) else EXIT_OK
+
+
 def cmd_diff(args) -> int:
     from ..diff import diff, lanes
+
+    if args.more or args.releases:
+        if args.lanes:
+            raise UsageError("diff: --lanes compares two runs; not with the releases view")
+        return cmd_releases(args)
 
     old, new = read_matrix(args.old), read_matrix(args.new)
     if args.lanes:
