@@ -142,3 +142,63 @@ def test_repro_of_a_quantized_vulkan_cell(tmp_path):
     path.write_text(repro.script(case, "vulkan", "", "CONTRACT_VIOLATION"))
     assert run_script(path) == [
         "STATUS: CONTRACT_VIOLATION (et_vk.q8ta_conv2d.default padding IntList [0] has length 1)"]
+
+
+@pytest.fixture
+def release_runs(run_dir, tmp_path):
+    """The same run as if made on three releases: a cell fixed in the second, another
+    regressed in the third (statuses edited; everything else is the real run)."""
+    dirs = []
+    for i, release in enumerate(("1.3.1", "1.4.1", "1.5.1")):
+        d = tmp_path / release
+        shutil.copytree(run_dir, d)
+        header = json.loads((d / "run.json").read_text())
+        header["versions"] = {**header["versions"], "executorch": release}
+        (d / "run.json").write_text(json.dumps(header))
+        df = matrix.read(d)
+        if i == 0:  # the XNNPACK cell of the "valid" case fails on the oldest release
+            hit = (df.case_id == CASES[0].case_id) & (df.backend == "xnnpack")
+            df.loc[hit, ["status", "message"]] = ["NOT_DELEGATED", "outside the delegate: x"]
+        if i == 2:
+            hit = (df.case_id == CASES[1].case_id) & (df.backend == "xnnpack")
+            df.loc[hit, ["status", "message"]] = ["MISMATCH", "max|d| 0.5"]
+        matrix.write(df, d)
+        dirs.append(d)
+    return dirs
+
+
+def test_releases_view_counts_and_transitions(release_runs, tmp_path):
+    out = tmp_path / "view"
+    proc = harness("diff", *release_runs, "--out", out)
+    assert proc.returncode == 1, proc.stderr  # a regression between consecutive releases
+    assert "executorch 1.3.1 -> executorch 1.4.1: regressed 0, fixed 1" in proc.stdout
+    assert "executorch 1.4.1 -> executorch 1.5.1: regressed 1, fixed 0" in proc.stdout
+    data = json.loads((out / "releases.json").read_text())
+    assert data["releases"] == ["executorch 1.3.1", "executorch 1.4.1", "executorch 1.5.1"]
+    assert data["counts"]["xnnpack (stock)"]["executorch 1.3.1"] == "NOT_DELEGATED 1, PASS 1"
+    fixed = [t for t in data["transitions"] if t["change"] == "fixed"]
+    assert len(fixed) == 1 and fixed[0]["message_old"] == "outside the delegate: x"
+    bad = harness("diff", release_runs[0], release_runs[1], tmp_path / "absent", "--out", out)
+    assert bad.returncode == 2 and "cannot read matrix" in bad.stderr
+
+
+@pytest.mark.browser
+def test_releases_page_renders_in_chromium(release_runs, tmp_path, chromium):
+    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install -e '.[test]'")
+    out = tmp_path / "view"
+    assert harness("diff", *release_runs, "--out", out).returncode == 1
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox", "--disable-gpu"])
+        page = browser.new_page()
+        page.goto((out / "releases.html").as_uri())
+        header = page.locator("#counts tr").first.inner_text()
+        assert "executorch 1.3.1" in header and "executorch 1.5.1" in header
+        assert page.locator("#counts tr.lane").count() == 3  # xnnpack, vulkan, vulkan+fix
+        assert page.locator("#moves tr.move").count() == 2
+        page.select_option("#f-change", "regressed")
+        visible = page.locator("#moves tr.move:visible")
+        assert visible.count() == 1 and "max|d| 0.5" in visible.first.inner_text()
+        shot = tmp_path / "releases.png"
+        page.screenshot(path=str(shot), full_page=True)
+        assert shot.stat().st_size > 10_000  # a rendered page, not a blank one
+        browser.close()
