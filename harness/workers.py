@@ -28,10 +28,8 @@ MARK = "@@convconf cell "
 # The server starts with a process's first pool and serves it for its lifetime: when that pool
 # lowers (a cold run), the server also imports the lowering stack (~6 s that every lowering
 # worker would otherwise pay itself); an execution-only run (warm) keeps it light.
-PRELOAD = ["torch", "harness.pipeline"]
-LOWERING = ["executorch.exir", "executorch.backends.xnnpack.partition.xnnpack_partitioner",
-            "executorch.backends.vulkan.partitioner.vulkan_partitioner",
-            "torchao.quantization.pt2e.quantize_pt2e"]
+PRELOAD = ["harness.preload"]
+LOWERING = ["harness.preload_lowering"]
 
 
 def _context(lowering: bool = False):
