@@ -1,8 +1,9 @@
 """nox sessions. ``tests``/``matrix``/``nightly`` reuse the current interpreter (torch and
 executorch are large and must be the pinned CPU builds); ``bisect`` makes one venv per release."""
 
-import itertools
+import json
 import os
+import time
 from pathlib import Path
 
 import nox
@@ -57,17 +58,24 @@ def bisect(session):
         venv = root / f"venv-{release}"
         python = str(venv / "bin" / "python")
         if not venv.exists():
+            started = time.monotonic()
             session.run("python", "-m", "venv", str(venv))
             session.run(python, "-m", "pip", "install", "-q", f"torch=={TORCH_FOR[release]}")
             session.run(python, "-m", "pip", "install", "-q", f"executorch=={release}")
             session.run(python, "-m", "pip", "install", "-q", "--no-deps", "-e", ".")
             session.run(python, "-m", "pip", "install", "-q", "hypothesis", "pandas", "jinja2",
                         "pebble", "tqdm")
+            seconds = round(time.monotonic() - started, 1)
+            (venv / "convconf-install.json").write_text(json.dumps(
+                {"executorch": release, "torch": TORCH_FOR[release], "install_s": seconds}))
+            session.log(f"venv for executorch {release}: installed in {seconds} s")
         out = root / release
         session.run(python, "-m", "harness", "run", "--out", str(out), "--overwrite",
                     "--cases", *sorted(map(str, Path("cases").glob("*.json"))),
                     "--max-examples", os.environ.get("BISECT_EXAMPLES", "20"), "--fixes", "all",
                     "--no-progress")
         runs.append(out)
-    for old, new in itertools.pairwise(runs):
-        session.run("python", "-m", "harness", "diff", str(old), str(new), success_codes=[0, 1])
+    # The releases view (oldest first as given): counts per lane and release, and every cell
+    # that changed between consecutive releases -> runs/bisect/releases.html
+    session.run("python", "-m", "harness", "diff", *map(str, runs), "--releases", "--out",
+                str(root), success_codes=[0, 1])
