@@ -11,9 +11,6 @@ import nox
 nox.options.default_venv_backend = "none"
 nox.options.sessions = ["tests"]
 
-# executorch release -> the torch its wheel requires (Requires-Dist). Only 2.13.0 is on this
-# machine's disk; any other torch comes from PyPI as a multi-GB CUDA build.
-TORCH_FOR = {"1.5.1": "2.13.0", "1.4.1": "2.13.0", "1.4.0": "2.13.0", "1.3.1": "2.12.0"}
 
 
 @nox.session
@@ -52,22 +49,29 @@ def bisect(session):
     releases = session.posargs or ["1.5.1", "1.4.1"]
     root = Path("runs/bisect")
     runs = []
+    from harness.pairing import torch_for  # the wheel's Requires-Dist + what was measured
+
+    pairs = {}
+    for release in releases:  # all checked before anything is installed
+        try:
+            pairs[release], spec = torch_for(release)
+        except ValueError as e:
+            session.error(str(e))
+        session.log(f"executorch {release}: torch {pairs[release]} (its wheel: {spec or 'any'})")
     for release in releases:
-        if release not in TORCH_FOR:
-            session.error(f"no known torch pairing for executorch {release}: add it to TORCH_FOR")
         venv = root / f"venv-{release}"
         python = str(venv / "bin" / "python")
         if not venv.exists():
             started = time.monotonic()
             session.run("python", "-m", "venv", str(venv))
-            session.run(python, "-m", "pip", "install", "-q", f"torch=={TORCH_FOR[release]}")
+            session.run(python, "-m", "pip", "install", "-q", f"torch=={pairs[release]}")
             session.run(python, "-m", "pip", "install", "-q", f"executorch=={release}")
             session.run(python, "-m", "pip", "install", "-q", "--no-deps", "-e", ".")
             session.run(python, "-m", "pip", "install", "-q", "hypothesis", "pandas", "jinja2",
                         "pebble", "tqdm")
             seconds = round(time.monotonic() - started, 1)
             (venv / "convconf-install.json").write_text(json.dumps(
-                {"executorch": release, "torch": TORCH_FOR[release], "install_s": seconds}))
+                {"executorch": release, "torch": pairs[release], "install_s": seconds}))
             session.log(f"venv for executorch {release}: installed in {seconds} s")
         out = root / release
         session.run(python, "-m", "harness", "run", "--out", str(out), "--overwrite",
