@@ -73,6 +73,13 @@ def bisect(session):
             (venv / "convconf-install.json").write_text(json.dumps(
                 {"executorch": release, "torch": pairs[release], "install_s": seconds}))
             session.log(f"venv for executorch {release}: installed in {seconds} s")
+        # The Vulkan plug-in for this release (a cache hit after the first time). Where it cannot
+        # be built the lane is NO_RUNTIME in that release's run; the reason is kept beside it.
+        said = session.run(python, "-m", "harness", "runtime", "build", "vulkan", silent=True,
+                           success_codes=[0, 1, 2]) or ""
+        lines = [ln for ln in said.splitlines() if ln.strip()]
+        (root / f"{release}-vulkan-runtime.txt").write_text(said)
+        session.log(f"executorch {release} Vulkan runtime: {lines[-1] if lines else '?'}")
         out = root / release
         session.run(python, "-m", "harness", "run", "--out", str(out), "--overwrite",
                     "--cases", *sorted(map(str, Path("cases").glob("*.json"))),
