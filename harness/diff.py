@@ -25,6 +25,16 @@ def lanes(old: pd.DataFrame, new: pd.DataFrame, old_lane: str, new_lane: str):
     return old.merge(both), new.merge(both), unpaired
 
 
+def _one_side_unexecuted(old, new) -> bool:
+    """One side executed, the other had no runtime for the lane (NO_RUNTIME, or a
+    CONTRACT_VIOLATION, which is only final without a runtime): neither a fix nor a regression."""
+    from .status import EXECUTED
+
+    executed = {s.value for s in EXECUTED}
+    no_runtime = {"NO_RUNTIME", "CONTRACT_VIOLATION"}
+    return (old in no_runtime and new in executed) or (new in no_runtime and old in executed)
+
+
 def diff(old: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
     # max|d| on both sides: two lanes or releases that both PASS (or both MISMATCH) can still
     # compute different numbers, and a reader comparing devices wants to see that.
@@ -41,6 +51,8 @@ def diff(old: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
             return "added"
         if r["status_old"] == r["status_new"]:
             return "same"
+        if _one_side_unexecuted(r["status_old"], r["status_new"]):
+            return "unexecuted"
         if r["status_old"] == "PASS":
             return "regressed"
         if r["status_new"] == "PASS":
@@ -49,6 +61,7 @@ def diff(old: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
 
     both["change"] = both.apply(kind, axis=1)
     both = both.drop(columns="_merge").rename(columns={"status_old": "old", "status_new": "new"})
-    order = {"regressed": 0, "fixed": 1, "changed": 2, "added": 3, "removed": 4, "same": 5}
+    order = {"regressed": 0, "fixed": 1, "changed": 2, "unexecuted": 3, "added": 4, "removed": 5,
+             "same": 6}
     return both.sort_values(by=["change", *KEY], key=lambda s: s.map(order) if s.name == "change"
                             else s).reset_index(drop=True)

@@ -61,12 +61,15 @@ def test_diff_flags_regressions_for_bisect(run_dir, tmp_path):
     df = matrix.read(new)
     same = harness("diff", run_dir, new)
     assert same.returncode == 0 and "regressed 0" in same.stdout
-    passing = df.index[(df.status == "PASS")][0]
-    df.loc[passing, "status"] = "MISMATCH"
-    failing = df.index[df.status == "CONTRACT_VIOLATION"][0]
-    df.loc[failing, "status"] = "PASS"
+    passing = df.index[(df.status == "PASS")]
+    df.loc[passing[0], "status"] = "MISMATCH"
     matrix.write(df, new)
-    proc = harness("diff", run_dir, new)
+    old = tmp_path / "old"  # a cell that failed before and passes now
+    shutil.copytree(run_dir, old)
+    before = matrix.read(old)
+    before.loc[passing[1], "status"] = "MISMATCH"
+    matrix.write(before, old)
+    proc = harness("diff", old, new)
     assert proc.returncode == 1
     assert "regressed 1, fixed 1" in proc.stdout
     rows = (new / "diff.csv").read_text()
@@ -202,3 +205,19 @@ def test_releases_page_renders_in_chromium(release_runs, tmp_path, chromium):
         page.screenshot(path=str(shot), full_page=True)
         assert shot.stat().st_size > 10_000  # a rendered page, not a blank one
         browser.close()
+
+
+def test_a_cell_executed_on_one_side_only_is_neither_fixed_nor_regressed():
+    import pandas as pd
+
+    from harness.diff import diff
+
+    def frame(*statuses):
+        return pd.DataFrame([{"case_id": f"c{i}", "backend": "vulkan", "fixes": "", "status": s,
+                              "message": ""} for i, s in enumerate(statuses)])
+
+    old = frame("NO_RUNTIME", "CONTRACT_VIOLATION", "LOWER_ERROR", "PASS", "CONTRACT_VIOLATION")
+    new = frame("PASS", "RUNTIME_ERROR", "PASS", "NO_RUNTIME", "LOWER_ERROR")
+    got = dict(zip(diff(old, new)["case_id"], diff(old, new)["change"], strict=True))
+    assert got == {"c0": "unexecuted", "c1": "unexecuted", "c2": "fixed", "c3": "unexecuted",
+                   "c4": "changed"}

@@ -141,7 +141,8 @@ def cmd_releases(args) -> int:
     for (a, b), part in (moves.groupby(["from", "to"], sort=False) if len(moves) else []):
         kinds = part["change"].value_counts()
         print(f"{a} -> {b}: " + ", ".join(f"{k} {int(kinds.get(k, 0))}" for k in
-                                          ("regressed", "fixed", "changed", "added", "removed")))
+                                          ("regressed", "fixed", "changed", "unexecuted",
+                                           "added", "removed")))
     print(f"releases view -> {out / 'releases.html'}")
     return EXIT_FINDINGS if counts.get("regressed", 0) else EXIT_OK
 
@@ -178,5 +179,6 @@ def cmd_diff(args) -> int:
             print(same_bad[["case_id", "backend", "fixes", "new", "max_abs_error_old",
                             "max_abs_error_new"]].to_string(index=False, max_colwidth=60))
     print(", ".join(f"{k} {int(counts.get(k, 0))}" for k in
-                    ("regressed", "fixed", "changed", "added", "removed", "same")) + f" -> {out}")
+                    ("regressed", "fixed", "changed", "unexecuted", "added", "removed",
+                     "same")) + f" -> {out}")
     return EXIT_FINDINGS if counts.get("regressed", 0) else EXIT_OK
