@@ -25,11 +25,12 @@ def load(dirs: list[Path]) -> list[tuple[str, pd.DataFrame]]:
     folder name is added where two runs have the same versions)."""
     runs = []
     for d in dirs:
+        df = matrix.read(d)  # ValueError: "cannot read matrix ..."
         try:
             header = json.loads((d / "run.json").read_text())
         except (OSError, ValueError) as e:
             raise ValueError(f"{d}: not a convconf run folder ({e})") from None
-        runs.append((label(d, header), matrix.read(d), d))
+        runs.append((label(d, header), df, d))
     labels = [r[0] for r in runs]
     return [(f"{lab} [{d.name}]" if labels.count(lab) > 1 else lab, df) for lab, df, d in runs]
 

@@ -84,12 +84,12 @@ def work(task: dict) -> CellResult:
 
 
 def prepare_work(task: dict) -> dict:
-    """Runs in a worker: the static stages of all of one case's lanes, shared work once."""
+    """Runs in a worker: the static stages of all of one case's lanes, shared work once.
+    -> {(backend, fixes): (row, final)} (pipeline.prepare_lanes)."""
     from .pipeline import prepare_lanes
 
     workers.mark(f"{task['case_id']}|prepare")
-    rows = prepare_lanes(ConvCase.from_dict(task["case"]), task["lanes"], Cache(task["cache_dir"]))
-    return {f"{b}|{f}": row for (b, f), row in rows.items()}
+    return prepare_lanes(ConvCase.from_dict(task["case"]), task["lanes"], Cache(task["cache_dir"]))
 
 
 def by_case(tasks: list[dict]) -> dict[str, list[dict]]:
@@ -163,7 +163,7 @@ def _execute(out_dir: Path, config: RunConfig, cases: list[ConvCase], progress: 
     for prep, result, _death in workers.run(prep_tasks, prepare_work, log_dir=log_dir,
                                             lowering=True, **pool):
         for t in unprepared[prep["case_id"]]:
-            row, final = (result or {}).get(f"{t['backend']}|{t['fixes']}", (None, False))
+            row, final = (result or {}).get((t["backend"], t["fixes"]), (None, False))
             if final:
                 record(row)
                 finished.add(key(t))

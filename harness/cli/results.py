@@ -128,8 +128,6 @@ def cmd_releases(args) -> int:
     from .. import releases
 
     dirs = [args.old, args.new, *args.more]
-    for d in dirs:
-        read_matrix(d)  # one clear line for a folder without a matrix
     try:
         runs = releases.load(dirs)
     except ValueError as e:
