@@ -78,9 +78,12 @@ def write(run_dir: Path, out: Path, lane: str = "vulkan", select: list[str] | No
     except ValueError as e:
         raise BundleError(str(e)) from None
     manifest = vulkan.installed()
-    if manifest is None or not Path(manifest.runner).exists():
-        raise BundleError("no runner built for the installed executorch "
+    if manifest is None:
+        raise BundleError("no Vulkan runtime built for the installed executorch "
                           "(python -m harness runtime build runner)")
+    if not manifest.runner or not Path(manifest.runner).exists():
+        why = manifest.extra.get("runner_missing") or "its runner is missing from the cache"
+        raise BundleError(f"no native runner for executorch {manifest.executorch_version}: {why}")
     rows = df[df["backend"] == lane]
     if select:
         rows = rows[rows["status"].isin(select)]

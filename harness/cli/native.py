@@ -78,6 +78,9 @@ def cmd_runtime_build(args) -> int:
     except RuntimeBuildError as e:
         raise UsageError(str(e)) from None
     how = "cache hit" if m.cached else f"built in {m.build_seconds:g} s {m.phase_seconds}"
+    if args.name == "runner" and not m.runner:
+        raise UsageError(f"no native runner for executorch {m.executorch_version}: "
+                         f"{m.extra.get('runner_missing', '?')} (the plug-in was built: {m.library})")
     what = m.runner if args.name == "runner" else m.library
     print(f"{what} ({how}; source {m.source_commit[:12]}, sha256 {m.library_sha256[:16]})")
     if m.skew_note:

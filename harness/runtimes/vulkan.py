@@ -32,7 +32,7 @@ BUILDER_VERSION = "1"  # bump when the build recipe changes in a way the inputs 
 class Manifest:
     runtime: str
     library: str                  # absolute path of the cached library
-    runner: str                   # the native runner built beside it (same folder)
+    runner: str                   # the native runner built beside it ("" where it could not be)
     library_sha256: str
     library_bytes: int
     executorch_version: str
@@ -151,12 +151,14 @@ def _build_locked(wheel, src, root: Path, jobs, cache, log) -> Manifest:
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     shutil.copy2(built, staging / LIBRARY)
-    shutil.copy2(build_dir / RUNNER, staging / RUNNER)
+    runner_missing = _runner_missing(build_dir)
+    if not runner_missing:
+        shutil.copy2(build_dir / RUNNER, staging / RUNNER)
     if shutil.which("strip"):  # debug sections are most of its size; symbols stay exported
         subprocess.run(["strip", "--strip-debug", str(staging / LIBRARY)], check=False)
     library = dest / LIBRARY
     manifest = Manifest(
-        runtime="vulkan", library=str(library), runner=str(dest / RUNNER),
+        runtime="vulkan", library=str(library), runner="" if runner_missing else str(dest / RUNNER),
         library_sha256=_sha256(staging / LIBRARY),
         library_bytes=(staging / LIBRARY).stat().st_size, executorch_version=wheel.version,
         executorch_git_version=wheel.git_version, source_commit=src.commit,
@@ -165,7 +167,7 @@ def _build_locked(wheel, src, root: Path, jobs, cache, log) -> Manifest:
         skew_note=src.skew_note(wheel), glslc_version=tc.glslc_version(),
         toolchain_packages=tc.packages(), build_seconds=0.0, phase_seconds=phases, jobs=jobs,
         built_at=time.strftime("%Y-%m-%d %H:%M:%S"), inputs_key=key,
-        extra={"apt_installed": installed})
+        extra={"apt_installed": installed, "runner_missing": runner_missing})
     check = registers(staging / LIBRARY)
     if check:
         raise RuntimeBuildError(f"built {LIBRARY} but it does not register {BACKEND}: {check}")
@@ -175,6 +177,14 @@ def _build_locked(wheel, src, root: Path, jobs, cache, log) -> Manifest:
     os.rename(staging, dest)
     shutil.rmtree(work / "src", ignore_errors=True)  # keep the cmake tree: incremental rebuilds
     return manifest
+
+
+def _runner_missing(build_dir: Path) -> str:
+    """Why the CMake project left the native runner out ('' when it built it)."""
+    marker = build_dir / "runner-not-built.txt"
+    if marker.exists():
+        return marker.read_text().strip()
+    return "" if (build_dir / RUNNER).exists() else "the build produced no runner"
 
 
 def _stage_recipe(recipe: Path, build_dir: Path) -> Path:
