@@ -6,6 +6,7 @@ and machine sees the same numbers for the same case (what makes the cells of a r
 
 from __future__ import annotations
 
+import copy
 import hashlib
 
 import torch
@@ -13,8 +14,9 @@ import torch
 from .spec import ConvCase
 
 _MODULES = {
-    (1, False): torch.nn.Conv1d, (2, False): torch.nn.Conv2d,
+    (1, False): torch.nn.Conv1d, (2, False): torch.nn.Conv2d, (3, False): torch.nn.Conv3d,
     (1, True): torch.nn.ConvTranspose1d, (2, True): torch.nn.ConvTranspose2d,
+    (3, True): torch.nn.ConvTranspose3d,
 }
 
 
@@ -31,11 +33,21 @@ def module_kwargs(case: ConvCase) -> dict:
     def arg(v):
         return list(v) if isinstance(v, tuple) else v
 
-    return dict(
+    kwargs = dict(
         in_channels=case.in_channels, out_channels=case.out_channels,
         kernel_size=arg(case.kernel_size), stride=arg(case.stride), padding=arg(case.padding),
         dilation=arg(case.dilation), groups=case.groups, bias=case.bias,
     )
+    # Later fields only when set, so the modules (and repro scripts) of older cases read as before.
+    if case.padding_mode != "zeros":
+        kwargs["padding_mode"] = case.padding_mode
+    if case.output_padding != 0:
+        kwargs["output_padding"] = arg(case.output_padding)
+    return kwargs
+
+
+def torch_dtype(case: ConvCase) -> torch.dtype:
+    return getattr(torch, case.dtype)
 
 
 def build_module(case: ConvCase) -> torch.nn.Module:
@@ -46,11 +58,22 @@ def build_module(case: ConvCase) -> torch.nn.Module:
     with torch.no_grad():
         for p in module.parameters():
             p.copy_(torch.rand(p.shape, generator=g) * 2 - 1)
-    return module.eval()
+    # Drawn in float32 and then cast: the same stream of numbers for every dtype.
+    return module.to(torch_dtype(case)).eval()
 
 
 def make_inputs(case: ConvCase, salt: str = "inputs") -> tuple[torch.Tensor]:
-    return (torch.randn(case.input_shape, generator=generator(case, salt)),)
+    x = torch.randn(case.input_shape, generator=generator(case, salt))
+    return (x.to(torch_dtype(case)),)
+
+
+def upcast_reference(module: torch.nn.Module, inputs: tuple, dtype: torch.dtype) -> torch.Tensor:
+    """The low-precision case's reference: its own (already rounded) weights and inputs,
+    computed in float32, then cast to the case's dtype: the correctly rounded answer up to
+    float32's accumulation error, whatever the eager kernel of that dtype does."""
+    wide = copy.deepcopy(module).float()
+    with torch.no_grad():
+        return wide(*(x.float() for x in inputs)).to(dtype)
 
 
 def calibration_inputs(case: ConvCase, n: int = 4) -> list[tuple[torch.Tensor]]:

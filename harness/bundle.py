@@ -109,7 +109,7 @@ def write(run_dir: Path, out: Path, lane: str = "vulkan", select: list[str] | No
         cell.mkdir()
         (cell / "program.pte").write_bytes(entry["pte"])
         for i, t in enumerate(entry["refs"]["inputs"]):
-            (cell / f"input{i}.bin").write_bytes(t.contiguous().numpy().tobytes())
+            (cell / f"input{i}.bin").write_bytes(_raw(t))
         index[cell.name] = {"case_id": r.case_id, "backend": r.backend, "fixes": r.fixes}
     (out / "cells.json").write_text(json.dumps(index, indent=1) + "\n")
     info = {"run_dir": str(run_dir.resolve()), "lane": lane, "cells": len(index),
@@ -119,3 +119,10 @@ def write(run_dir: Path, out: Path, lane: str = "vulkan", select: list[str] | No
     (out / "run.sh").chmod(0o755)
     info["bytes"] = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
     return info
+
+
+def _raw(t) -> bytes:
+    """A tensor's bytes as the runner reads them; through uint8 because numpy has no bfloat16."""
+    import torch
+
+    return t.contiguous().view(torch.uint8).numpy().tobytes()

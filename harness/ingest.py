@@ -106,6 +106,7 @@ def cell_result(run_dir: Path, local: CellResult, case, lane: str,
     entry = program_entry(run_dir, case, local.backend, local.fixes)
     refs = entry["refs"]
     verdict = compare(out, refs["ref"], float_ref=refs.get("float_ref"),
+                      eager_ref=refs.get("eager_ref"),
                       out_scale=entry.get("out_scale"), steps=backend.quant_tolerance_steps)
     row.update(**{c: verdict.metrics.get(c) for c in METRIC_COLUMNS})
     row.update(status=(Status.PASS if verdict.ok else Status.MISMATCH).value,

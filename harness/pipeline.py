@@ -75,6 +75,7 @@ def run_cell(case: ConvCase, backend_name: str, fix_names: list[str],
         return _done(row, t0)
     row.phase = "compare"
     verdict = compare(outputs[0], refs["ref"], float_ref=refs.get("float_ref"),
+                      eager_ref=refs.get("eager_ref"),
                       out_scale=entry.get("out_scale"), steps=backend.quant_tolerance_steps)
     row.update(**{c: verdict.metrics.get(c) for c in METRIC_COLUMNS})
     row.update(status=(Status.PASS if verdict.ok else Status.MISMATCH).value,

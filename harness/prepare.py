@@ -17,7 +17,7 @@ import traceback
 import torch
 
 from . import backends
-from .build import build_module, make_inputs
+from .build import build_module, make_inputs, upcast_reference
 from .lower import lower
 from .quantize import output_qparams, quantize
 from .spec import ConvCase
@@ -33,7 +33,7 @@ def prepare_case(case: ConvCase, lanes: list[Lane]) -> dict[tuple[str, str], dic
         module = build_module(case)
         inputs = make_inputs(case)
         with torch.no_grad():
-            float_ref = module(*inputs)
+            float_ref = module(*inputs)  # the eager output, in the case's dtype
     except Exception as e:  # PyTorch's own verdict on the configuration
         invalid = {"status": Status.INVALID.value, "phase": "eager",
                    "message": f"{type(e).__name__}: {e}".splitlines()[0]}
@@ -56,6 +56,8 @@ def prepare_case(case: ConvCase, lanes: list[Lane]) -> dict[tuple[str, str], dic
 def _program(case: ConvCase, module, inputs: tuple, float_ref, backend) -> dict:
     """Quantize (if the case asks for it) and export: what every lane of a quantizer lowers."""
     refs = {"inputs": inputs, "ref": float_ref, "float_ref": None}
+    if float_ref.dtype != torch.float32:  # fp16/bf16: judged against the upcast reference
+        refs.update(ref=upcast_reference(module, inputs, float_ref.dtype), eager_ref=float_ref)
     program = {"status": None, "phase": None, "message": "", "refs": refs}
     program_module = module
     try:

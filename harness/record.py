@@ -16,7 +16,7 @@ from .spec import ConvCase
 
 CASE_FIELDS = tuple(f.name for f in dataclasses.fields(ConvCase))
 METRIC_COLUMNS = ("max_abs_error", "max_rel_error", "mae", "sqnr_db", "max_abs_error_vs_float",
-                  "error_steps", "tolerance", "out_shape", "ref_shape")
+                  "error_steps", "eager_error_steps", "tolerance", "out_shape", "ref_shape")
 
 
 def _executorch_version() -> str:
@@ -41,6 +41,7 @@ class CellResult:
     sqnr_db: float | None = None
     max_abs_error_vs_float: float | None = None
     error_steps: float | None = None
+    eager_error_steps: float | None = None  # fp16/bf16: eager's own error, in the same steps
     tolerance: float | None = None
     out_shape: list | None = None
     ref_shape: list | None = None

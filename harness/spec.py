@@ -18,11 +18,17 @@ IntOrSeq = Union[int, tuple]
 Padding = Union[int, tuple, str]
 
 QUANT_SCHEMES = (None, "int8_per_tensor", "int8_per_channel")
-DTYPES = ("float32",)
+DTYPES = ("float32", "float16", "bfloat16")  # the default first: shrinking goes towards it
+PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
+DIMS = (1, 2, 3)
 FIELDS = (
     "dim", "transposed", "in_channels", "out_channels", "kernel_size", "stride", "padding",
-    "dilation", "groups", "bias", "input_shape", "dtype", "quant",
+    "padding_mode", "dilation", "output_padding", "groups", "bias", "input_shape", "dtype", "quant",
 )
+# Fields added after case ids, corpus files and caches existed. At their default they are left
+# out of the serialised identity (to_json, which case_id hashes), so every older case keeps its
+# id; any other value is written, so a case that uses them gets an id of its own.
+LATER_FIELD_DEFAULTS = {"padding_mode": "zeros", "output_padding": 0}
 
 
 class CaseError(ValueError):
@@ -52,27 +58,32 @@ class ConvCase:
     padding: Padding = 0
     dilation: IntOrSeq = 1
     groups: int = 1
+    padding_mode: str = "zeros"  # nn.Conv*'s own name; non-zeros modes export as explicit pads
+    output_padding: IntOrSeq = 0  # transposed only, as nn.ConvTranspose* spells it
     bias: bool = True
     transposed: bool = False
     dtype: str = "float32"
     quant: Optional[str] = None
 
     def __post_init__(self) -> None:
-        for name in ("kernel_size", "stride", "padding", "dilation", "input_shape"):
+        for name in ("kernel_size", "stride", "padding", "dilation", "output_padding",
+                     "input_shape"):
             object.__setattr__(self, name, _freeze(getattr(self, name)))
         self._check_types()
+        self._check_combinations()
+
+    def _bad(self, field: str, why: str) -> CaseError:
+        return CaseError(f"field {field!r}: {why} (got {_thaw(getattr(self, field))!r})")
 
     def _check_types(self) -> None:
-        def bad(field: str, why: str) -> CaseError:
-            return CaseError(f"field {field!r}: {why} (got {getattr(self, field)!r})")
-
-        if self.dim not in (1, 2):
-            raise bad("dim", "must be 1 or 2")
+        bad = self._bad
+        if self.dim not in DIMS:
+            raise bad("dim", "must be 1, 2 or 3")
         for name in ("in_channels", "out_channels", "groups"):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise bad(name, "must be a positive int")
-        for name in ("kernel_size", "stride", "dilation"):
+        for name in ("kernel_size", "stride", "dilation", "output_padding"):
             v = getattr(self, name)
             items = v if isinstance(v, tuple) else (v,)
             if not items or not all(isinstance(i, int) and not isinstance(i, bool) for i in items):
@@ -95,10 +106,52 @@ class ConvCase:
             raise bad("dtype", f"must be one of {DTYPES}")
         if self.quant not in QUANT_SCHEMES:
             raise bad("quant", f"must be one of {QUANT_SCHEMES}")
+        if self.padding_mode not in PADDING_MODES:
+            raise bad("padding_mode", f"must be one of {PADDING_MODES}")
+
+    def _check_combinations(self) -> None:
+        """The rules eager PyTorch applies to the later fields (torch/nn/modules/conv.py,
+        aten's conv and pad checks), so an illegal case is one line naming its field instead of
+        an INVALID row. The size rules for non-zeros modes are F.pad's: reflect needs each side's
+        pad < the input size, circular <= it (wrapping around once at most)."""
+        bad = self._bad
+        if self.quant and self.dtype != "float32":
+            raise bad("dtype", "a quantized case (quant) is float32 (the quantizer's input)")
+        if self.output_padding != 0 and not self.transposed:
+            raise bad("output_padding", "only transposed convolutions have an output_padding")
+        if self.padding_mode != "zeros" and self.transposed:
+            raise bad("padding_mode", 'a transposed convolution supports only "zeros"')
+        if self.transposed:
+            if isinstance(self.padding, str):
+                raise bad("padding", "a transposed convolution takes no string padding")
+            stride, dilation = self.spatial("stride"), self.spatial("dilation")
+            for i, op in enumerate(self.spatial("output_padding")):
+                if op >= max(stride[i], dilation[i]):
+                    raise bad("output_padding", "must be smaller than stride or dilation")
+        if self.padding_mode == "zeros":
+            return
+        if isinstance(self.padding, tuple) and len(self.padding) == 1 and self.dim > 1:
+            raise bad("padding", f"a length-1 list with padding_mode={self.padding_mode!r} pads "
+                                 f"one dimension only (PyTorch raises NotImplementedError)")
+        # zip stops at the shorter: a list of the wrong rank is eager's to reject (INVALID).
+        pads = zip(self.side_pads(), self.input_shape[2:], strict=False)
+        for i, ((left, right), size) in enumerate(pads):
+            if self.padding_mode == "reflect" and max(left, right) >= size:
+                raise bad("padding", f"reflect needs padding < input size {size} "
+                                     f"(dimension {i}: pads {left}, {right})")
+            if self.padding_mode == "circular" and max(left, right) > size:
+                raise bad("padding", f"circular needs padding <= input size {size} "
+                                     f"(dimension {i}: pads {left}, {right})")
 
     # --- serialisation -------------------------------------------------------------------------
     def to_dict(self) -> dict:
+        """Every field (a matrix row has one column per field)."""
         return {f: _thaw(getattr(self, f)) for f in FIELDS}
+
+    def identity_dict(self) -> dict:
+        """to_dict without the later fields at their default: what case_id hashes."""
+        return {f: v for f, v in self.to_dict().items()
+                if f not in LATER_FIELD_DEFAULTS or not _same(v, LATER_FIELD_DEFAULTS[f])}
 
     @classmethod
     def from_dict(cls, data: Any) -> "ConvCase":
@@ -114,7 +167,7 @@ class ConvCase:
         return cls(**data)
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        return json.dumps(self.identity_dict(), sort_keys=True, separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str) -> "ConvCase":
@@ -135,10 +188,14 @@ class ConvCase:
             return str(v)
 
         kind = ("convT" if self.transposed else "conv") + f"{self.dim}d"
-        q = {None: "f32", "int8_per_tensor": "q8t", "int8_per_channel": "q8c"}[self.quant]
+        q = self.quant and {"int8_per_tensor": "q8t", "int8_per_channel": "q8c"}[self.quant]
+        dtype = q or {"float32": "f32", "float16": "f16", "bfloat16": "bf16"}[self.dtype]
+        # Later fields appear only off their default, so older labels read as before.
+        mode = "" if self.padding_mode == "zeros" else f"_m{self.padding_mode}"
+        out_pad = "" if _same(self.output_padding, 0) else f"_op{s(self.output_padding)}"
         return (f"{kind}_i{self.in_channels}o{self.out_channels}_k{s(self.kernel_size)}"
-                f"_s{s(self.stride)}_p{s(self.padding)}_d{s(self.dilation)}_g{self.groups}"
-                f"_b{int(self.bias)}_x{s(self.input_shape)}_{q}")
+                f"_s{s(self.stride)}_p{s(self.padding)}{mode}_d{s(self.dilation)}{out_pad}"
+                f"_g{self.groups}_b{int(self.bias)}_x{s(self.input_shape)}_{dtype}")
 
     # --- features the report groups by ---------------------------------------------------------
     @property
@@ -161,14 +218,34 @@ class ConvCase:
         items = v if isinstance(v, tuple) else (v,)
         return items * self.dim if len(items) == 1 else items
 
+    def side_pads(self) -> list[tuple[int, int]]:
+        """(before, after) padding per spatial dimension as the module applies it ("same" puts
+        the odd element after, like nn.Conv*'s _reversed_padding_repeated_twice)."""
+        if self.padding == "valid":
+            return [(0, 0)] * self.dim
+        if self.padding == "same":
+            total = [d * (k - 1) for d, k in zip(self.spatial("dilation"),
+                                                 self.spatial("kernel_size"), strict=False)]
+            return [(t // 2, t - t // 2) for t in total]
+        return [(p, p) for p in self.spatial("padding")]
+
     def has_short_int_list(self) -> bool:
         """True when some int-list conv argument will reach the delegate shorter than the rank."""
         if self.dim == 1:
             return False
-        if self.padding == "valid":
+        # A non-zeros padding_mode pads with F.pad and hands the conv a full-rank zero padding.
+        spelled_padding = self.padding_mode == "zeros"
+        if self.padding == "valid" and spelled_padding:
             return True
+        names = ("stride", "dilation") + (("padding",) if spelled_padding else ()) \
+            + (("output_padding",) if self.transposed else ())
         return any(isinstance(getattr(self, n), tuple) and len(getattr(self, n)) == 1
-                   for n in ("stride", "padding", "dilation"))
+                   for n in names)
+
+
+def _same(value: Any, default: Any) -> bool:
+    """Equal and spelled the same: 0 is a default, [0] and [0, 0] are spellings of their own."""
+    return type(value) is type(default) and value == default
 
 
 def load_cases(path: str) -> list[ConvCase]:
