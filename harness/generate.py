@@ -2,32 +2,42 @@
 
 Tests use ``@given`` directly (and so get shrinking and the example database); a run wants a
 fixed, reproducible list instead: the same seed and count give the same cases on any machine.
+
+Cases are drawn CHUNK at a time, as one list per Hypothesis example. Example by example,
+Hypothesis starts near the simplest input and then mutates earlier examples, so 60 examples in a
+row share most of their choices (a whole run without one reflect pad); the cases of one list are
+drawn independently. The first list is Hypothesis's simplest example: the simplest conv, once.
 """
 
 from __future__ import annotations
 
-from hypothesis import HealthCheck, Phase, given, seed as hyp_seed, settings
+from hypothesis import HealthCheck, Phase, given, seed as hyp_seed, settings, strategies as st
 
 from .spec import ConvCase
 from .strategies import mixed_cases
 
 PROFILES = {"ci": 12, "nightly": 300}  # default --max-examples per profile
+CHUNK = 16  # cases per Hypothesis example (a few hundred choices, far below its buffer limit)
 
 
 def generate(max_examples: int, seed: int, strategy=None) -> list[ConvCase]:
-    drawn: list[ConvCase] = []
-    if max_examples <= 0:
-        return drawn
-
-    @hyp_seed(seed)
-    @settings(max_examples=max_examples, database=None, phases=[Phase.generate], deadline=None,
-              suppress_health_check=list(HealthCheck))
-    @given(strategy if strategy is not None else mixed_cases())
-    def collect(case: ConvCase) -> None:
-        drawn.append(case)
-
-    collect()
     unique: dict[str, ConvCase] = {}
-    for case in drawn:
-        unique.setdefault(case.case_id, case)
+    if max_examples <= 0:
+        return []
+    cases = strategy if strategy is not None else mixed_cases()
+
+    def collect(chunk: list[ConvCase]) -> None:
+        for case in chunk:
+            if len(unique) < max_examples:
+                unique.setdefault(case.case_id, case)
+
+    # Later examples repeat cases of earlier ones (mutation): rounds of fresh seeds until full.
+    for round_ in range(10):
+        if len(unique) >= max_examples:
+            break
+        examples = 2 * ((max_examples - len(unique)) // CHUNK) + 3
+        run = settings(max_examples=examples, database=None, phases=[Phase.generate],
+                       deadline=None, suppress_health_check=list(HealthCheck))(
+            given(st.lists(cases, min_size=CHUNK, max_size=CHUNK))(collect))
+        hyp_seed(seed if round_ == 0 else f"{seed}:{round_}")(run)()
     return list(unique.values())

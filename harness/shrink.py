@@ -45,7 +45,8 @@ def _choices(simpler: list, original) -> st.SearchStrategy:
 @st.composite
 def neighbours(draw, case: ConvCase):
     """``case`` and simpler versions of it (fewer channels, smaller kernel/stride/dilation,
-    padding 0, no bias, 1d, fp32), spelled the same way wherever the spelling is kept."""
+    padding 0, no bias, 1d, fp32, zeros padding_mode, no output_padding, batch 1), spelled the
+    same way wherever the spelling is kept."""
     dim = draw(_choices([1], case.dim)) if not case.transposed else case.dim
     transposed = draw(_choices([False], case.transposed))
     groups = draw(_choices([1], case.groups))
@@ -78,12 +79,17 @@ def neighbours(draw, case: ConvCase):
         original = case.input_shape[2 + i] if i + 2 < len(case.input_shape) else extent
         sizes.append(draw(_choices([extent, extent + 2], max(original, 1))))
     quant = draw(_choices([None], case.quant)) if case.quant else None
+    # The later fields towards their defaults too (an illegal mix is a CaseError: not drawn).
+    mode = draw(_choices(["zeros"], case.padding_mode))
+    output_padding = per_dim(case.output_padding, [0]) if transposed else 0
+    batch = draw(_choices([1], case.input_shape[0]))
     try:
         return ConvCase(dim=dim, transposed=transposed, in_channels=in_ch, out_channels=out_ch,
-                        kernel_size=kernel, stride=stride, padding=padding, dilation=dilation,
-                        groups=groups, bias=draw(_choices([False], case.bias)),
-                        input_shape=(case.input_shape[0], in_ch, *sizes), dtype=case.dtype,
-                        quant=quant)
+                        kernel_size=kernel, stride=stride, padding=padding, padding_mode=mode,
+                        dilation=dilation, output_padding=output_padding, groups=groups,
+                        bias=draw(_choices([False], case.bias)),
+                        input_shape=(batch, in_ch, *sizes),
+                        dtype=draw(_choices(["float32"], case.dtype)), quant=quant)
     except CaseError:
         assume(False)
 
