@@ -69,7 +69,7 @@ def _death(code: int, log: str) -> str:
 
 # What a device lane keeps of the local cell: the lowering is the same program, run elsewhere.
 FROM_LOCAL = ("predicted", "contract_violations", "delegated_ops", "undelegated_ops",
-              "pte_size_kb", "lower_time_s", "quantize_time_s")
+              "pte_size_kb", "lower_time_s", "quantize_time_s", "source")
 
 
 def cell_result(run_dir: Path, local: CellResult, case, lane: str,

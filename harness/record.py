@@ -55,6 +55,9 @@ class CellResult:
     cell_time_s: float | None = None
     cached: bool = False
     executorch_version: str = field(default_factory=_executorch_version)
+    # where the case came from (`cases from-model`: model @ module paths); not part of the
+    # case, so not of its id: the same conv from two models is one case, one cell
+    source: str = ""
 
     @property
     def case_id(self) -> str:

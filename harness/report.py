@@ -81,7 +81,7 @@ def write(run_dir: str | os.PathLike) -> Path:
                       "message": r.get("message") or "",
                       "max_abs": "" if metrics.get("max_abs_error") is None
                       else f"{metrics['max_abs_error']:.3g}", "group": r["group"],
-                      "padding": r["padding_spelling"],
+                      "padding": r["padding_spelling"], "source": _text(r.get("source")),
                       "finding": findings.finding_id(r["backend"], r["status"],
                                                      r.get("message") or "") or "",
                       "case": json.dumps({k: r[k] for k in ("dim", "transposed", "in_channels",
@@ -97,10 +97,21 @@ def write(run_dir: str | os.PathLike) -> Path:
         header=header, findings=findings.find(df, run_dir), counts=matrix.status_counts(df), fix_lines=matrix.fix_summary_lines(df),
         agreement=matrix.agreement(df), isolation_lines=matrix.isolation_lines(df),
         heat=heatmap(df), cells=cells, colors=COLORS, statuses=[s.value for s in ORDER],
-        backends=sorted(df["backend"].unique()), paddings=sorted(df["padding_spelling"].unique()))
+        backends=sorted(df["backend"].unique()), paddings=sorted(df["padding_spelling"].unique()),
+        source_models=source_models(c["source"] for c in cells))
     out = run_dir / "report.html"
     out.write_text(html)
     return out
+
+
+def _text(value) -> str:
+    return value if isinstance(value, str) else ""  # a missing column or NaN: no source
+
+
+def source_models(sources) -> list[str]:
+    """The models that cases came from (`cases from-model` writes "MODEL @ module paths", one
+    per file a case was in, joined by " | "), for the report's source filter."""
+    return sorted({part.split(" @ ")[0] for s in sources for part in s.split(" | ") if " @ " in part})
 
 
 def repro_name(case_id: str, backend: str, fixes: str) -> str:

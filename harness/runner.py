@@ -145,7 +145,12 @@ def _execute(out_dir: Path, config: RunConfig, cases: list[ConvCase], progress: 
     pool = dict(jobs=config.jobs, timeout=config.timeout, on_start=load_runtime,
                 on_start_args=(config.vulkan_runtime,))
 
+    from .from_model import case_sources
+
+    sources = case_sources(config.case_files)
+
     def record(row: CellResult) -> None:
+        row.source = sources.get(row.case_id, row.source)  # a note beside the case, not in it
         journal.append(row.to_row())
         rows[row.key] = row
         bar.set_postfix_str(f"{row.status} {row.backend}", refresh=False)

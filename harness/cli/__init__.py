@@ -1,4 +1,4 @@
-"""Command line: ``python -m harness {run,report,repro,diff,bundle,ingest,runtime}``.
+"""Command line: ``python -m harness {run,report,repro,diff,bundle,ingest,runtime,cases}``.
 
 Bad input (malformed case file, unknown backend/fix, unreadable results) ends in one line on
 stderr, ``convconf: error: ...``, exit 2, before anything in the output folder is touched.
@@ -10,14 +10,14 @@ import logging
 import sys
 import warnings
 
-from . import native, results, run
+from . import cases, native, results, run
 from .common import EXIT_USAGE, Parser, UsageError
 
 
 def build_parser() -> Parser:
     p = Parser(prog="harness", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
-    for commands in (run, results, native):
+    for commands in (run, results, native, cases):
         commands.add_parsers(sub)
     return p
 

@@ -1,0 +1,53 @@
+"""``harness cases from-model``: the convolutions a real model runs, as a case file."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+from .common import EXIT_OK, Parser, UsageError
+
+
+def add_parsers(sub) -> None:
+    c = sub.add_parser("cases", help="make case files")
+    cs = c.add_subparsers(dest="action", required=True, parser_class=Parser)
+    fm = cs.add_parser("from-model", help="every conv one forward of a model runs, de-duplicated, "
+                       "as a case file for run --cases")
+    fm.add_argument("factory", metavar="MODULE:FACTORY",
+                    help="a callable that returns the model (an nn.Module), e.g. "
+                    "cases.models.zoo:siglip_so400m_patch14_224")
+    given = fm.add_mutually_exclusive_group()
+    given.add_argument("--input-shape", metavar="N,C,...",
+                       help="a random input of this shape (default: the factory's input_shape)")
+    given.add_argument("--input-factory", metavar="MODULE:FN",
+                       help="a callable returning the forward's input: a tensor, a tuple of "
+                       "positional arguments or a dict of keyword arguments")
+    fm.add_argument("--max-spatial", type=int, metavar="N",
+                    help="shrink each case's spatial input sizes to at most N (kernel, stride, "
+                    "dilation, padding and groups kept; noted in the entry's source)")
+    fm.add_argument("--out", type=Path, required=True, metavar="FILE.json")
+    fm.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
+    fm.set_defaults(func=cmd_from_model)
+
+
+def cmd_from_model(args) -> int:
+    from ..from_model import FromModelError, from_model, parse_shape
+
+    if args.out.exists() and not args.overwrite:
+        raise UsageError(f"{args.out} already exists; use --overwrite to replace it")
+    try:
+        shape = parse_shape(args.input_shape) if args.input_shape else None
+        entries, result = from_model(args.factory, shape, args.input_factory, args.max_spatial)
+    except FromModelError as e:
+        raise UsageError(f"cases from-model: {e}") from None
+    for why in result.skipped:  # a conv this ConvCase cannot spell yet; the others still count
+        print(f"convconf: skipped {why}", file=sys.stderr)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = args.out.with_name(args.out.name + ".tmp")
+    tmp.write_text(json.dumps(entries, indent=1) + "\n")
+    os.replace(tmp, args.out)
+    print(f"{args.out}: {len(entries)} distinct conv case(s) from {result.calls} conv call(s)"
+          + (f", {len(result.skipped)} skipped" if result.skipped else ""))
+    return EXIT_OK

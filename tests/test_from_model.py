@@ -1,0 +1,282 @@
+"""`harness cases from-model`: the convs a model runs, exactly as spelled, de-duplicated, with
+their source carried into the matrix and the report."""
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from harness import build
+from harness.cli import main
+from harness.from_model import case_sources, shrink
+from harness.spec import FIELDS, ConvCase, load_cases
+
+REPO = Path(__file__).resolve().parent.parent
+
+TINY = textwrap.dedent('''
+    import torch
+    from torch import nn
+
+    NOT_CALLABLE = 3
+
+    class Tiny(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem = nn.Conv2d(3, 8, 3, padding="same")
+            self.body = nn.Sequential(nn.Conv2d(8, 8, 3, padding="same"),
+                                      nn.Conv2d(8, 8, 3, padding="same"))  # one case, two paths
+            self.patch = nn.Conv2d(8, 16, 4, stride=4, padding="valid", bias=False)
+            self.up = nn.ConvTranspose2d(16, 4, 2, stride=2)
+            self.refl = nn.Conv2d(4, 4, 3, padding=1, padding_mode="reflect")
+            self.temporal = nn.Conv1d(4, 4, 5, padding=2, groups=4)
+
+        def forward(self, x):
+            x = self.patch(self.body(self.stem(x)))
+            x = self.refl(self.up(x))
+            n, c, h, w = x.shape
+            t = x.reshape(n, c, h * w)
+            return self.temporal(self.temporal(t))  # called twice: one path
+
+    def tiny():
+        return Tiny()
+
+    def not_a_module():
+        return "model"
+
+    def double():
+        return nn.Conv2d(2, 2, 3).double()
+
+    def double_input():
+        return torch.zeros(1, 2, 8, 8, dtype=torch.float64)
+''')
+
+
+@pytest.fixture
+def models(tmp_path, monkeypatch):
+    (tmp_path / "tinymods.py").write_text(TINY)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return tmp_path
+
+
+def from_model(*args):
+    return main(["cases", "from-model", *map(str, args)])
+
+
+def expected_tiny(size=16):
+    quarter = size // 4
+    cases = [
+        (ConvCase(dim=2, in_channels=3, out_channels=8, kernel_size=(3, 3), stride=(1, 1),
+                  padding="same", dilation=(1, 1), input_shape=(1, 3, size, size)), ["stem"]),
+        (ConvCase(dim=2, in_channels=8, out_channels=8, kernel_size=(3, 3), stride=(1, 1),
+                  padding="same", dilation=(1, 1), input_shape=(1, 8, size, size)),
+         ["body.0", "body.1"]),
+        (ConvCase(dim=2, in_channels=8, out_channels=16, kernel_size=(4, 4), stride=(4, 4),
+                  padding="valid", dilation=(1, 1), bias=False, input_shape=(1, 8, size, size)),
+         ["patch"]),
+        # nn.Conv*(padding=0) stores (0, 0): the tuple is what the op gets, so the case says it
+        (ConvCase(dim=2, transposed=True, in_channels=16, out_channels=4, kernel_size=(2, 2),
+                  stride=(2, 2), padding=(0, 0), dilation=(1, 1),
+                  input_shape=(1, 16, quarter, quarter)), ["up"]),
+    ]
+    if "padding_mode" in FIELDS:
+        cases.append((ConvCase(dim=2, in_channels=4, out_channels=4, kernel_size=(3, 3),
+                               stride=(1, 1), padding=(1, 1), dilation=(1, 1),
+                               padding_mode="reflect", input_shape=(1, 4, size // 2, size // 2)),
+                      ["refl"]))
+    cases.append((ConvCase(dim=1, in_channels=4, out_channels=4, kernel_size=(5,), stride=(1,),
+                           padding=(2,), dilation=(1,), groups=4,
+                           input_shape=(1, 4, (size // 2) ** 2)), ["temporal"]))
+    return cases
+
+
+def test_records_every_conv_as_spelled_deduplicated_with_source(models, tmp_path, capsys):
+    out = tmp_path / "tiny.json"
+    assert from_model("tinymods:tiny", "--input-shape", "1,3,16,16", "--out", out) == 0
+    entries = json.loads(out.read_text())
+    want = expected_tiny()
+    assert [ConvCase.from_dict(e["case"]) for e in entries] == [c for c, _ in want]
+    assert [e["modules"] for e in entries] == [paths for _, paths in want]
+    assert entries[1]["source"] == "tinymods:tiny @ body.0, body.1"
+    assert all("original_input_shapes" not in e for e in entries)  # the real shapes, kept
+    assert load_cases(str(out)) == [c for c, _ in want]  # what `run --cases` reads
+    said = capsys.readouterr()
+    if "padding_mode" in FIELDS:
+        assert f"{len(want)} distinct conv case(s) from 8 conv call(s)" in said.out
+    else:  # a ConvCase without padding_mode: that conv is skipped, named, and counted
+        assert "convconf: skipped refl: unknown field(s) 'padding_mode'" in said.err
+        assert "1 skipped" in said.out
+
+
+def test_a_conv_the_case_cannot_spell_is_skipped_by_name(models, tmp_path, capsys):
+    out = tmp_path / "double.json"
+    assert from_model("tinymods:double", "--input-factory", "tinymods:double_input",
+                      "--out", out) == 0
+    said = capsys.readouterr()
+    assert "convconf: skipped <root>: field 'dtype'" in said.err
+    assert "0 distinct conv case(s) from 1 conv call(s), 1 skipped" in said.out
+    assert json.loads(out.read_text()) == []
+
+
+def test_max_spatial_shrinks_keeping_arguments_and_says_so(models, tmp_path):
+    out = tmp_path / "small.json"
+    assert from_model("tinymods:tiny", "--input-shape", "1,3,64,64", "--max-spatial", 6,
+                      "--out", out) == 0
+    entries = json.loads(out.read_text())
+    real = {paths[0]: c for c, paths in expected_tiny(64)}
+    assert [e["modules"][0] for e in entries] == list(real)
+    for entry in entries:
+        case, original = ConvCase.from_dict(entry["case"]), real[entry["modules"][0]]
+        assert entry["original_input_shapes"] == [list(original.input_shape)]
+        # every argument but the spatial size is the real one
+        assert ConvCase.from_dict({**original.to_dict(), "input_shape": case.input_shape}) == case
+        assert all(n <= 6 for n in case.input_shape[2:]), case
+        was = "x".join(map(str, original.input_shape))
+        now = "x".join(map(str, case.input_shape))
+        assert entry["source"].endswith(f"; --max-spatial 6: input_shape {was} -> {now}")
+        out_tensor = build.build_module(case)(*build.make_inputs(case))
+        assert out_tensor.numel() > 0  # eager runs it and the output is not empty
+    patch = next(ConvCase.from_dict(e["case"]) for e in entries if e["modules"] == ["patch"])
+    assert patch.input_shape == (1, 8, 4, 4)  # k4 s4 "valid": 64 -> 4, one whole window
+
+
+@pytest.mark.parametrize("real, limit, want", [
+    # SigLIP's patch embed: 224 = 16 x 14; at most 32 keeps the windows whole -> 28
+    (dict(kernel_size=(14, 14), stride=(14, 14), padding="valid", size=224), 32, 28),
+    # a stride remainder is kept: 230 = 16 x 14 + 6 -> 20 = 14 + 6 (the overhang stays)
+    (dict(kernel_size=(14, 14), stride=(14, 14), padding="valid", size=230), 32, 20),
+    # the limit is below the kernel's reach: the smallest size with an output, no smaller
+    (dict(kernel_size=(10,), stride=(5,), padding=(0,), size=16000), 8, 10),
+    # wav2vec2's positional conv k128 p64 g16 needs no minimum beyond 1 (padding covers it)
+    (dict(kernel_size=(128,), stride=(1,), padding=(64,), size=49, groups=16), 8, 8),
+    (dict(kernel_size=(3, 3), stride=(1, 1), padding="same", size=112), 5, 5),
+    (dict(kernel_size=(3, 3), stride=(2, 2), padding=(1, 1), dilation=(2, 2), size=113), 9, 9),
+])
+def test_shrink_keeps_the_output_and_the_stride_remainder(real, limit, want):
+    real = dict(real)
+    size, dim = real.pop("size"), len(real["kernel_size"])
+    channels = 16 if real.get("groups") else 2
+    case = ConvCase(dim=dim, in_channels=channels, out_channels=channels,
+                    input_shape=(1, channels) + (size,) * dim, **real)
+    small = shrink(case, limit)
+    assert small.input_shape[2:] == (want,) * dim
+    assert build.build_module(small)(*build.make_inputs(small)).numel() > 0
+    assert shrink(small, limit) == small
+
+
+def test_shrink_keeps_a_transposed_output_non_empty():
+    case = ConvCase(dim=1, transposed=True, in_channels=2, out_channels=2, kernel_size=(3,),
+                    stride=(1,), padding=(4,), input_shape=(1, 2, 40))
+    small = shrink(case, 2)  # out = (L - 1) - 2*4 + 3 >= 1 needs L >= 7
+    assert small.input_shape == (1, 2, 7)
+    assert build.build_module(small)(*build.make_inputs(small)).shape[-1] == 1
+
+
+@pytest.mark.parametrize("args, words", [
+    (["nomodule_zz:tiny"], "cannot import nomodule_zz (ModuleNotFoundError"),
+    (["tinymods"], "must be MODULE:NAME"),
+    (["tinymods:nothing_here"], "tinymods has no attribute 'nothing_here'"),
+    (["tinymods:NOT_CALLABLE"], "is a int, not callable"),
+    (["tinymods:not_a_module", "--input-shape", "1,3,8,8"], "returned a str, not a torch.nn.Module"),
+    (["tinymods:tiny", "--input-shape", "1,3,x"], "must be positive ints separated by commas"),
+    (["tinymods:tiny", "--input-shape", "1,3,0,4"], "must be positive ints separated by commas"),
+    (["tinymods:tiny", "--input-shape", "1,5,16,16"], "forward of the model raised RuntimeError"),
+    (["tinymods:tiny"], "says no input shape: give --input-shape or --input-factory"),
+    (["tinymods:tiny", "--input-shape", "1,3,8,8", "--input-factory", "tinymods:double_input"],
+     "not allowed with argument"),
+    (["tinymods:tiny", "--input-shape", "1,3,8,8", "--max-spatial", "0"], "--max-spatial must be >= 1"),
+    (["tinymods:tiny", "--input-factory", "tinymods:gone"], "has no attribute 'gone'"),
+])
+def test_bad_input_is_one_line_and_exit_2(models, tmp_path, capsys, args, words):
+    out = tmp_path / "never.json"
+    assert from_model(*args, "--out", out) == 2
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("convconf: error: "), lines
+    assert words in lines[0]
+    assert not out.exists()
+
+
+def test_an_existing_file_is_kept_unless_overwrite(models, tmp_path, capsys):
+    out = tmp_path / "kept.json"
+    out.write_text("[]")
+    assert from_model("tinymods:tiny", "--input-shape", "1,3,8,8", "--out", out) == 2
+    assert "kept.json already exists; use --overwrite" in capsys.readouterr().err
+    assert out.read_text() == "[]"
+    assert from_model("tinymods:tiny", "--input-shape", "1,3,8,8", "--out", out,
+                      "--overwrite") == 0
+    assert len(json.loads(out.read_text())) == len(expected_tiny(8))
+
+
+def test_the_process_exits_2_on_an_unimportable_factory(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "harness", "cases", "from-model", "nomod_q:f",
+                           "--input-shape", "1,3,8,8", "--out", tmp_path / "x.json"],
+                          capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "convconf: error: cases from-model: factory 'nomod_q:f': cannot import nomod_q "
+        "(ModuleNotFoundError: No module named 'nomod_q')"]
+
+
+def test_case_sources_join_files_and_ignore_plain_cases(tmp_path):
+    case = ConvCase(dim=1, in_channels=2, out_channels=2, kernel_size=3, input_shape=(1, 2, 8))
+    (tmp_path / "a.json").write_text(json.dumps([{"case": case.to_dict(), "source": "m1 @ x"}]))
+    (tmp_path / "b.json").write_text(json.dumps([{"case": case.to_dict(), "source": "m2 @ y"}]))
+    (tmp_path / "plain.json").write_text(json.dumps([case.to_dict()]))
+    files = [tmp_path / n for n in ("a.json", "b.json", "plain.json", "gone.json")]
+    assert case_sources(files) == {case.case_id: "m1 @ x | m2 @ y"}
+
+
+@pytest.mark.slow
+def test_run_cases_carries_source_into_matrix_and_report(models, tmp_path):
+    cases = tmp_path / "tiny.json"
+    run = subprocess.run([sys.executable, "-m", "harness", "cases", "from-model", "tinymods:tiny",
+                          "--input-shape", "1,3,8,8", "--out", cases], capture_output=True,
+                         text=True, cwd=models, env=_env(), timeout=300)
+    assert run.returncode == 0, run.stderr
+    entries = json.loads(cases.read_text())[:2]  # stem and body: two cases keep it quick
+    cases.write_text(json.dumps(entries))
+    out = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "harness", "run", "--out", out, "--cases", cases,
+                           "--max-examples", "0", "--backends", "xnnpack", "--no-cache", "-j", "1",
+                           "--no-progress"], capture_output=True, text=True, env=_env(),
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads((out / "matrix.json").read_text())
+    want = {ConvCase.from_dict(e["case"]).case_id: e["source"] for e in entries}
+    assert {r["case_id"]: r["source"] for r in rows} == want  # ids are the cases' own
+    assert {r["status"] for r in rows} == {"PASS"}
+    html = (out / "report.html").read_text()
+    assert 'id="f-source"' in html and "<option>tinymods:tiny</option>" in html
+    assert "tinymods:tiny @ body.0, body.1" in html
+
+
+def _env():
+    import os
+
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+
+
+def test_siglip_patch_embed_is_valid_with_stride_equal_to_kernel():
+    pytest.importorskip("transformers", reason="the optional extra: pip install -e '.[models]'")
+    from harness.from_model import from_model as record_model
+
+    entries, result = record_model("cases.models.zoo:siglip_so400m_patch14_224")
+    (patch,) = [e for e in entries if e["modules"] == ["embeddings.patch_embedding"]]
+    case = ConvCase.from_dict(patch["case"])
+    assert case.padding == "valid" and case.kernel_size == case.stride == (14, 14)
+    assert case.input_shape == (1, 3, 224, 224) and case.out_channels == 1152
+    shipped = json.loads((REPO / "cases" / "models" / "siglip_so400m_patch14_224.json").read_text())
+    assert shipped == entries  # the shipped file is what the command writes
+
+
+def test_shipped_model_case_files_load_and_name_their_source():
+    files = sorted((REPO / "cases" / "models").glob("*.json"))
+    assert len(files) >= 8
+    for path in files:
+        entries = json.loads(path.read_text())
+        assert len(load_cases(str(path))) == len(entries) > 0, path.name
+        model = f"cases.models.zoo:{path.stem}"
+        assert all(e["source"].startswith(f"{model} @ ") and e["modules"] for e in entries)
