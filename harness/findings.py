@@ -81,7 +81,9 @@ def features(r: CellResult) -> dict:
             "grouped": c.groups > 1, "depthwise": c.groups > 1 and c.groups == c.in_channels,
             "channels per group % 4": (c.in_channels // c.groups) % 4 == 0
             and (c.out_channels // c.groups) % 4 == 0,
-            "kernel 1": all(k == 1 for k in ks), "bias": c.bias}
+            "kernel 1": all(k == 1 for k in ks), "bias": c.bias,
+            "padding_mode": c.padding_mode, "dtype": c.dtype, "batch > 1": c.input_shape[0] > 1,
+            "output_padding > 0": max(c.spatial("output_padding")) > 0}
 
 
 @dataclass

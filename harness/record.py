@@ -80,7 +80,7 @@ class CellResult:
         row = {"case_id": self.case_id, "backend": self.backend, "fixes": self.fixes}
         row.update(self.case.to_dict())
         row.update(padding_spelling=self.case.padding_spelling,
-                   kernel_parity=self.case.kernel_parity)
+                   kernel_parity=self.case.kernel_parity, batch=self.case.input_shape[0])
         row.update({name: getattr(self, name) for name in _OUTCOME_FIELDS})
         return row
 

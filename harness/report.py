@@ -32,9 +32,18 @@ def environment() -> jinja2.Environment:
 def feature_group(row) -> str:
     dil = "dil>1" if max(_spatial(row["dilation"])) > 1 else "dil=1"
     stride = "stride>1" if max(_spatial(row["stride"])) > 1 else "stride=1"
-    quant = row["quant"] if isinstance(row["quant"], str) else "fp32"
+    short = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
+    quant = row["quant"] if isinstance(row["quant"], str) else short.get(row["dtype"], "fp32")
     kind = ("T" if row["transposed"] else "") + f"{row['dim']}d"
-    return f"{kind} · {row['padding_spelling']} · {row['kernel_parity']} k · {dil} · {stride} · {quant}"
+    # Later dimensions only off their default (a matrix from before them has no such column),
+    # so the groups of older cases read as before and each new value is a row of its own.
+    mode = row.get("padding_mode")
+    later = "".join(f" · {v}" for v in (
+        mode if isinstance(mode, str) and mode != "zeros" else "",
+        "out_pad>0" if max(_spatial(row.get("output_padding") or 0)) > 0 else "",
+        "batch>1" if _spatial(row["input_shape"])[0] > 1 else "") if v)
+    return (f"{kind} · {row['padding_spelling']} · {row['kernel_parity']} k · {dil} · {stride}"
+            f" · {quant}{later}")
 
 
 def _spatial(v):
@@ -71,7 +80,8 @@ def write(run_dir: str | os.PathLike) -> Path:
         script = repro_dir / repro_name(r["case_id"], r["backend"], r["fixes"])
         metrics = {k: r.get(k) for k in ("predicted", "isolation", "max_abs_error",
                                          "max_rel_error", "mae", "sqnr_db",
-                                         "error_steps", "tolerance", "out_shape", "ref_shape",
+                                         "error_steps", "eager_error_steps", "tolerance", "out_shape",
+                                         "ref_shape",
                                          "delegated_ops", "undelegated_ops", "pte_size_kb",
                                          "quantize_time_s", "lower_time_s", "run_time_s",
                                          "cell_time_s")
@@ -86,8 +96,8 @@ def write(run_dir: str | os.PathLike) -> Path:
                                                      r.get("message") or "") or "",
                       "case": json.dumps({k: r[k] for k in ("dim", "transposed", "in_channels",
                                           "out_channels", "kernel_size", "stride", "padding",
-                                          "dilation", "groups", "bias", "input_shape", "dtype",
-                                          "quant")}),
+                                          "padding_mode", "dilation", "output_padding", "groups",
+                                          "bias", "input_shape", "dtype", "quant") if k in r}),
                       "metrics": json.dumps(metrics, default=str),
                       "repro": f"repro/{script.name}" if script.exists() else "",
                       "repro_cmd": f"python -m harness repro {r['case_id']} --backend "
