@@ -33,6 +33,11 @@ def nightly(session):
     out = session.posargs[0] if session.posargs else "runs/nightly"
     session.env["HYPOTHESIS_PROFILE"] = "nightly"
     session.run("python", "-m", "pytest", "-n", "auto", f"--junitxml={out}-pytest-junit.xml")
+    # the convs of real models (cases/models, written by `harness cases from-model`; running
+    # them needs no transformers), at their real shapes: a report of its own, not gated yet
+    session.run("python", "-m", "harness", "run", "--out", f"{out}-models", "--max-examples", "0",
+                "--cases", *sorted(map(str, Path("cases/models").glob("*.json"))),
+                "--fixes", "all", "--overwrite", "--no-progress")
     # the matrix last: it exits 1 (failing the session) only for findings not in the committed
     # expectations; OUT/junit.xml holds its cells, known ones as xfail
     session.run("python", "-m", "harness", "run", "--out", out, "--profile", "nightly",
