@@ -6,8 +6,11 @@ import json
 import os
 from pathlib import Path
 
+import torch
+
 from . import backends
 from .build import _MODULES, case_seed, module_kwargs
+from .compare import LOW_PRECISION_STEPS
 from .report import environment, repro_name
 from .spec import ConvCase
 from .status import Status
@@ -23,7 +26,8 @@ def script(case: ConvCase, backend: str, fixes: str, status: str = "?", message:
         # Same order as build.calibration_inputs: the test input first, then calib0..2.
         calib_seeds=[case_seed(case, "inputs") % (2**63)]
         + [case_seed(case, f"calib{i}") % (2**63) for i in range(3)],
-        input_shape=tuple(case.input_shape), quant=case.quant,
+        input_shape=tuple(case.input_shape), quant=case.quant, dtype=case.dtype,
+        low_precision_steps=LOW_PRECISION_STEPS.get(getattr(torch, case.dtype)),
         per_channel=case.quant == "int8_per_channel",
         runtime_name=backends.get(backend).runtime_name, runtime_library=runtime_library)
 
