@@ -2,8 +2,14 @@
 
 An entry is ``{"case": {...ConvCase...}, "expect": {"vulkan": "CONTRACT_VIOLATION",
 "vulkan+vulkan-conv-padding": "NO_RUNTIME", ...}, "note": "..."}``; a lane is the backend, plus
-``+fix,fix`` for a fix set. ``harness run --save-failures FILE`` grows a file with every failing
-case a run found and the statuses it had then, so the next run that differs is a test failure.
+``+fix,fix`` for a fix set. ``"expect"`` is what the project's pinned executorch (pyproject.toml)
+does, and any release not named otherwise. A bug that lives in some releases only adds
+``"expect_by_release": {"1.3.1": {"xnnpack": "NOT_DELEGATED"}}``: on that executorch version those
+lanes expect that instead (lanes it does not name keep ``"expect"``; a lane mapped to ``null`` is
+not expected at all there). ``harness run --save-failures FILE`` grows a file with every failing
+case a run found and the statuses it had then, so the next run that differs is a test failure;
+``harness corpus RUN_DIR`` checks a finished run (any release, e.g. each of ``nox -s bisect``'s)
+against the expectations for its executorch version.
 """
 
 from __future__ import annotations
@@ -26,10 +32,68 @@ def split_lane(name: str) -> tuple[str, list[str]]:
     return backend, [f for f in fixes.split(",") if f]
 
 
+class CorpusError(ValueError):
+    """A corpus entry whose expectations are not lane -> status maps."""
+
+
+def expectations(entry: dict, release: str) -> dict:
+    """lane -> expected status on executorch ``release`` (see the module docstring)."""
+    expect = dict(entry.get("expect") or {})
+    for lane_name, status in (entry.get("expect_by_release") or {}).get(release, {}).items():
+        if status is None:
+            expect.pop(lane_name, None)
+        else:
+            expect[lane_name] = status
+    return expect
+
+
+def _check_entry(path, i: int, entry: dict) -> None:
+    from .status import Status
+
+    known = {s.value for s in Status}
+    by_release = entry.get("expect_by_release") or {}
+    maps = [("expect", entry.get("expect") or {})]
+    if not isinstance(by_release, dict):
+        raise CorpusError(f"{path}: entry #{i}: expect_by_release must map release -> {{lane: status}}")
+    maps += [(f"expect_by_release[{r!r}]", m) for r, m in by_release.items()]
+    for where, mapping in maps:
+        if not isinstance(mapping, dict):
+            raise CorpusError(f"{path}: entry #{i}: {where} must map lane -> status")
+        for lane_name, status in mapping.items():
+            if status is not None and status not in known:
+                raise CorpusError(f"{path}: entry #{i}: {where}: lane {lane_name!r} expects "
+                                  f"unknown status {status!r}")
+
+
 def entries(path: str | os.PathLike) -> list[dict]:
     load_cases(str(path))  # validates, with precise errors
     raw = json.loads(Path(path).read_text())
-    return [e if isinstance(e, dict) and "case" in e else {"case": e} for e in raw]
+    found = [e if isinstance(e, dict) and "case" in e else {"case": e} for e in raw]
+    for i, entry in enumerate(found):
+        _check_entry(path, i, entry)
+    return found
+
+
+def check(df, paths, release: str) -> tuple[int, list[str], int]:
+    """A finished run's matrix against the corpus files' expectations for ``release``:
+    (cells as expected, one line per cell that moved, expected cells the run does not have)."""
+    got = {(r.case_id, lane(r.backend, r.fixes)): r for r in df.itertuples()}
+    same, moved, absent = 0, [], 0
+    for path in paths:
+        for entry in entries(path):
+            case_id = ConvCase.from_dict(entry["case"]).case_id
+            for lane_name, expected in expectations(entry, release).items():
+                backend, fixes = split_lane(lane_name)
+                row = got.get((case_id, lane(backend, ",".join(sorted(fixes)))))
+                if row is None:
+                    absent += 1
+                elif row.status == expected:
+                    same += 1
+                else:
+                    moved.append(f"{Path(path).name}: {case_id} {lane_name}: expected {expected} "
+                                 f"on executorch {release}, got {row.status} "
+                                 f"({(row.message or '')[:160]})")
+    return same, moved, absent
 
 
 def save_failures(df, cases: list[ConvCase], path: str | os.PathLike,

@@ -1,4 +1,4 @@
-"""Commands over finished run folders: report, repro, expect, shrink, merge, diff."""
+"""Commands over finished run folders: report, repro, expect, corpus, shrink, merge, diff."""
 
 from __future__ import annotations
 
@@ -24,6 +24,13 @@ def add_parsers(sub) -> None:
     ex.add_argument("dir", type=Path)
     ex.add_argument("--out", type=Path, required=True)
     ex.set_defaults(func=cmd_expect)
+
+    co = sub.add_parser("corpus", help="a run against the corpus' expected statuses for its "
+                        "executorch release (cases/*.json expect / expect_by_release)")
+    co.add_argument("dir", type=Path)
+    co.add_argument("--cases", type=Path, nargs="+", metavar="FILE",
+                    help="corpus files (default: the run's own --cases files)")
+    co.set_defaults(func=cmd_corpus)
 
     sh = sub.add_parser("shrink", help="shrink one case per finding of a finished run")
     sh.add_argument("dir", type=Path)
@@ -80,6 +87,32 @@ def cmd_expect(args) -> int:
     args.out.write_text(json.dumps(known, indent=1, sort_keys=True) + "\n")
     print(f"{len(known['findings'])} known findings -> {args.out}")
     return EXIT_OK
+
+
+def cmd_corpus(args) -> int:
+    import json
+
+    from ..corpus import check
+    from ..spec import CaseError
+
+    df = read_matrix(args.dir)
+    try:
+        header = json.loads((args.dir / "run.json").read_text())
+    except (OSError, ValueError):
+        raise UsageError(f"{args.dir}: no readable run.json (not a run folder)") from None
+    release = header.get("versions", {}).get("executorch", "?")
+    paths = args.cases or [Path(p) for p in header.get("case_files") or []]
+    if not paths:
+        raise UsageError(f"{args.dir}: the run read no case files; name them with --cases")
+    try:
+        same, moved, absent = check(df, paths, release)
+    except (CaseError, ValueError) as e:
+        raise UsageError(str(e)) from None
+    print(f"corpus on executorch {release}: {same} cells as expected, {len(moved)} moved"
+          + (f", {absent} expected cells not in the run" if absent else ""))
+    for line in moved:
+        print(f"  {line}")
+    return EXIT_FINDINGS if moved else EXIT_OK
 
 
 def cmd_shrink(args) -> int:
