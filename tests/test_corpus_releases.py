@@ -32,9 +32,12 @@ def run_dir(tmp_path_factory):
     cases = tmp / "cases.json"
     cases.write_text(json.dumps([CASE.to_dict()]))
     out = tmp / "run"
-    proc = harness("run", "--out", out, "--cases", cases, "--max-examples", 0, "--no-cache",
-                   "--backends", "xnnpack", "--fixes", "all", "--no-progress", "-j", 1)
+    # the same file twice (corpus files overlap): one case, its cells once
+    proc = harness("run", "--out", out, "--cases", cases, cases, "--max-examples", 0,
+                   "--no-cache", "--backends", "xnnpack", "--fixes", "all", "--no-progress",
+                   "-j", 1)
     assert proc.returncode == 0, proc.stderr
+    assert "2 cells ->" in proc.stdout
     return out
 
 

@@ -93,7 +93,8 @@ def cmd_run(args) -> int:
         except KeyError as e:
             raise UsageError(str(e.args[0])) from None
         try:
-            listed = [c for f in args.cases for c in load_cases(f)]
+            # A case in two files (the corpus' files overlap) is one case: its cells once.
+            listed = list({c.case_id: c for f in args.cases for c in load_cases(f)}.values())
         except CaseError as e:
             raise UsageError(str(e)) from None
         if out.exists() and (out / "journal.jsonl").exists() and not args.overwrite:
@@ -121,8 +122,8 @@ def cmd_run(args) -> int:
                                   max_examples=n, seed=args.seed, case_files=list(args.cases),
                                   timeout=args.timeout, jobs=jobs, cache_dir=cache_dir,
                                   vulkan_runtime=vulkan_runtime, shard=args.shard)
-        cases = listed + [c for c in generate.generate(n, args.seed)
-                          if c.case_id not in {x.case_id for x in listed}]
+        known = {c.case_id for c in listed}
+        cases = listed + [c for c in generate.generate(n, args.seed) if c.case_id not in known]
         runner.start(out, config, cases)
         done_rows = []
 
