@@ -91,7 +91,7 @@ def write(run_dir: str | os.PathLike) -> Path:
                       "message": r.get("message") or "",
                       "max_abs": "" if metrics.get("max_abs_error") is None
                       else f"{metrics['max_abs_error']:.3g}", "group": r["group"],
-                      "padding": r["padding_spelling"], "source": _text(r.get("source")),
+                      "features": cell_features(r), "source": _text(r.get("source")),
                       "finding": findings.finding_id(r["backend"], r["status"],
                                                      r.get("message") or "") or "",
                       "case": json.dumps({k: r[k] for k in ("dim", "transposed", "in_channels",
@@ -107,11 +107,31 @@ def write(run_dir: str | os.PathLike) -> Path:
         header=header, findings=findings.find(df, run_dir), counts=matrix.status_counts(df), fix_lines=matrix.fix_summary_lines(df),
         agreement=matrix.agreement(df), isolation_lines=matrix.isolation_lines(df),
         heat=heatmap(df), cells=cells, colors=COLORS, statuses=[s.value for s in ORDER],
-        backends=sorted(df["backend"].unique()), paddings=sorted(df["padding_spelling"].unique()),
+        backends=sorted(df["backend"].unique()), features=feature_filters(cells),
         source_models=source_models(c["source"] for c in cells))
     out = run_dir / "report.html"
     out.write_text(html)
     return out
+
+
+# The cell table's feature filters: key -> label. A matrix from before the later fields has no
+# padding_mode/output_padding column; those cells read as the defaults.
+FEATURE_FILTERS = {"padding": "padding spelling", "mode": "padding mode", "dtype": "dtype",
+                   "dim": "dim", "batch": "batch"}
+
+
+def cell_features(r: dict) -> dict:
+    mode = r.get("padding_mode")
+    return {"padding": r["padding_spelling"], "mode": mode if isinstance(mode, str) else "zeros",
+            "dtype": r["quant"] if isinstance(r.get("quant"), str) else r["dtype"],
+            "dim": f"{r['dim']}d" + (" transposed" if r["transposed"] else ""),
+            "batch": "batch 1" if _spatial(r["input_shape"])[0] == 1 else "batch > 1"}
+
+
+def feature_filters(cells: list[dict]) -> dict:
+    """key -> (label, the values present), for the filters above the cell table."""
+    return {key: (label, sorted({c["features"][key] for c in cells}))
+            for key, label in FEATURE_FILTERS.items()}
 
 
 def _text(value) -> str:

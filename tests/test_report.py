@@ -110,6 +110,16 @@ def test_report_renders_filters_and_opens_details_in_chromium(run_dir, tmp_path,
         page.select_option("#f-backend", "xnnpack")
         assert page.locator("#cells tr.cellrow:visible").count() == 2
         page.click("#f-clear")
+        # feature filters (padding spelling, mode, dtype, dim, batch) combine; clear resets them
+        assert page.locator("#f-mode option").all_inner_texts() == ["all", "zeros"]
+        page.select_option("#f-padding", "valid")
+        page.select_option("#f-dim", "2d")
+        assert page.locator("#cells tr.cellrow:visible").count() == 3
+        page.select_option("#f-dtype", "float32")
+        page.select_option("#f-batch", "batch 1")
+        assert page.locator("#cells tr.cellrow:visible").count() == 3
+        page.click("#f-clear")
+        assert page.input_value("#f-padding") == "" and page.locator("#cells tr.cellrow:visible").count() == 6
         page.locator("#heat td.cell").first.click()
         assert 1 <= page.locator("#cells tr.cellrow:visible").count() < 6
         page.click("#f-clear")
