@@ -165,8 +165,10 @@ def _execute(out_dir: Path, config: RunConfig, cases: list[ConvCase], progress: 
                    "lanes": [(t["backend"], fix_list(t)) for t in ts]}
                   for cid, ts in unprepared.items()]
     finished = set()
-    for prep, result, _death in workers.run(prep_tasks, prepare_work, log_dir=log_dir,
-                                            lowering=True, **pool):
+    prep_runs = workers.run(prep_tasks, prepare_work, log_dir=log_dir, lowering=True, **pool)
+    for n, (prep, result, _death) in enumerate(prep_runs, 1):
+        # cells move only when final here or executed in step 2: say where step 1 is
+        bar.set_postfix_str(f"prepared {n}/{len(prep_tasks)} cases")
         for t in unprepared[prep["case_id"]]:
             row, final = (result or {}).get((t["backend"], t["fixes"]), (None, False))
             if final:
