@@ -83,7 +83,9 @@ def features(r: CellResult) -> dict:
             and (c.out_channels // c.groups) % 4 == 0,
             "kernel 1": all(k == 1 for k in ks), "bias": c.bias,
             "padding_mode": c.padding_mode, "dtype": c.dtype, "batch > 1": c.input_shape[0] > 1,
-            "output_padding > 0": max(c.spatial("output_padding")) > 0}
+            "output_padding > 0": max(c.spatial("output_padding")) > 0,
+            # with "transposed" as the second feature of a rule: transposed with dilation
+            "dilation > 1": max(c.spatial("dilation")) > 1, "stride > 1": max(c.spatial("stride")) > 1}
 
 
 @dataclass
