@@ -19,7 +19,8 @@ import os
 from pathlib import Path
 
 from . import versions
-from .spec import ConvCase, load_cases
+from .matrix import atomic_write
+from .spec import ConvCase, load_entries
 from .status import OK
 
 
@@ -65,13 +66,16 @@ def _check_entry(path, i: int, entry: dict) -> None:
                                   f"unknown status {status!r}")
 
 
-def entries(path: str | os.PathLike) -> list[dict]:
-    load_cases(str(path))  # validates, with precise errors
-    raw = json.loads(Path(path).read_text())
-    found = [e if isinstance(e, dict) and "case" in e else {"case": e} for e in raw]
-    for i, entry in enumerate(found):
+def read(path: str | os.PathLike) -> list[tuple[ConvCase, dict]]:
+    """(case, entry) per entry of a corpus file, cases and expectations validated."""
+    found = load_entries(str(path))
+    for i, (_, entry) in enumerate(found):
         _check_entry(path, i, entry)
     return found
+
+
+def entries(path: str | os.PathLike) -> list[dict]:
+    return [entry for _, entry in read(path)]
 
 
 def check(df, paths, release: str) -> tuple[int, list[str], int]:
@@ -80,8 +84,8 @@ def check(df, paths, release: str) -> tuple[int, list[str], int]:
     got = {(r.case_id, lane(r.backend, r.fixes)): r for r in df.itertuples()}
     same, moved, absent = 0, [], 0
     for path in paths:
-        for entry in entries(path):
-            case_id = ConvCase.from_dict(entry["case"]).case_id
+        for case, entry in read(path):
+            case_id = case.case_id
             for lane_name, expected in expectations(entry, release).items():
                 backend, fixes = split_lane(lane_name)
                 row = got.get((case_id, lane(backend, ",".join(sorted(fixes)))))
@@ -104,8 +108,9 @@ def save_failures(df, cases: list[ConvCase], path: str | os.PathLike,
     from .findings import finding_id
 
     path = Path(path)
-    existing = entries(path) if path.exists() else []
-    known = {ConvCase.from_dict(e["case"]).case_id for e in existing}
+    found = read(path) if path.exists() else []
+    existing = [entry for _, entry in found]
+    known = {case.case_id for case, _ in found}
     by_id = {c.case_id: c for c in cases}
     minimal = {k: v for k, v in (shrunk or {}).items() if v.get("case")}
     bad = df[~df["status"].isin([s.value for s in OK])]
@@ -130,7 +135,5 @@ def save_failures(df, cases: list[ConvCase], path: str | os.PathLike,
         known.add(case_id)
         new.append({"case": by_id[case_id].to_dict(), "expect": expect, "note": note})
     if new:
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(existing + new, indent=1) + "\n")
-        os.replace(tmp, path)
+        atomic_write(path, json.dumps(existing + new, indent=1) + "\n")
     return len(new)

@@ -249,22 +249,16 @@ def case_sources(case_files) -> dict:
     """{case_id: source} of the entries of these case files that carry one (from-model's);
     a case named by several files gets their sources joined. A file that cannot be read any more
     (a resumed run whose case file moved) just contributes nothing: sources are notes."""
-    import json
+    from .spec import load_entries
 
     found: dict[str, list] = {}
     for path in case_files:
         try:
-            data = json.loads(open(path).read())
-        except (OSError, ValueError):
+            pairs = load_entries(path)
+        except CaseError:
             continue
-        entries = data.get("cases") if isinstance(data, dict) else data  # as load_cases
-        for entry in entries if isinstance(entries, list) else []:
-            if not (isinstance(entry, dict) and entry.get("source") and "case" in entry):
-                continue
-            try:
-                case_id = ConvCase.from_dict(entry["case"]).case_id
-            except (CaseError, TypeError):
-                continue
-            if entry["source"] not in found.setdefault(case_id, []):
-                found[case_id].append(entry["source"])
+        for case, entry in pairs:
+            source = entry.get("source")
+            if source and source not in found.setdefault(case.case_id, []):
+                found[case.case_id].append(source)
     return {case_id: " | ".join(texts) for case_id, texts in found.items()}

@@ -23,7 +23,8 @@ def frame(rows: list[dict]) -> pd.DataFrame:
     return df[LEAD + list(FIELDS) + rest].reset_index(drop=True)
 
 
-def _atomic_write(path: Path, text: str) -> None:
+def atomic_write(path: Path, text: str) -> None:
+    """Write via a temporary file and a rename: a killed run never leaves half a file."""
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(text)
     os.replace(tmp, path)
@@ -35,8 +36,8 @@ def write(df: pd.DataFrame, out_dir: str | os.PathLike) -> None:
     for col in flat.columns:  # lists and dicts as JSON text, so the CSV stays one value a cell
         if flat[col].map(lambda v: isinstance(v, (list, dict, tuple))).any():
             flat[col] = flat[col].map(lambda v: json.dumps(v) if isinstance(v, (list, dict, tuple)) else v)
-    _atomic_write(out / "matrix.csv", flat.to_csv(index=False))
-    _atomic_write(out / "matrix.json", df.to_json(orient="records", indent=1))
+    atomic_write(out / "matrix.csv", flat.to_csv(index=False))
+    atomic_write(out / "matrix.json", df.to_json(orient="records", indent=1))
 
 
 def read(path: str | os.PathLike) -> pd.DataFrame:

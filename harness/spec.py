@@ -248,8 +248,10 @@ def _same(value: Any, default: Any) -> bool:
     return type(value) is type(default) and value == default
 
 
-def load_cases(path: str) -> list[ConvCase]:
-    """Read a case file (a JSON list of ConvCase objects); CaseError names the file and entry."""
+def load_entries(path: str) -> list[tuple[ConvCase, dict]]:
+    """Read a case file: a JSON list (or ``{"cases": [...]}``) of ConvCase objects or of entries
+    ``{"case": {...}, ...}`` (the corpus' expectations, from-model's source). -> (case, entry) per
+    entry, a bare case wrapped as ``{"case": ...}``; CaseError names the file and entry."""
     try:
         with open(path) as fh:
             data = json.load(fh)
@@ -260,12 +262,16 @@ def load_cases(path: str) -> list[ConvCase]:
     entries = data.get("cases") if isinstance(data, dict) else data
     if not isinstance(entries, list):
         raise CaseError(f"{path}: a case file must be a JSON list of case objects")
-    cases = []
-    for i, entry in enumerate(entries):
+    found = []
+    for i, raw in enumerate(entries):
+        entry = raw if isinstance(raw, dict) and "case" in raw else {"case": raw}
         try:
-            if isinstance(entry, dict) and "case" in entry:
-                entry = entry["case"]
-            cases.append(ConvCase.from_dict(entry))
+            found.append((ConvCase.from_dict(entry["case"]), entry))
         except (CaseError, TypeError) as e:
             raise CaseError(f"{path}: case #{i}: {e}") from None
-    return cases
+    return found
+
+
+def load_cases(path: str) -> list[ConvCase]:
+    """A case file's cases (see load_entries); CaseError names the file and entry."""
+    return [case for case, _ in load_entries(path)]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -34,6 +33,7 @@ def add_parsers(sub) -> None:
 
 def cmd_from_model(args) -> int:
     from ..from_model import FromModelError, from_model, parse_shape
+    from ..matrix import atomic_write
 
     if args.out.exists() and not args.overwrite:
         raise UsageError(f"{args.out} already exists; use --overwrite to replace it")
@@ -45,9 +45,7 @@ def cmd_from_model(args) -> int:
     for why in result.skipped:  # a conv this ConvCase cannot spell yet; the others still count
         print(f"convconf: skipped {why}", file=sys.stderr)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.out.with_name(args.out.name + ".tmp")
-    tmp.write_text(json.dumps(entries, indent=1) + "\n")
-    os.replace(tmp, args.out)
+    atomic_write(args.out, json.dumps(entries, indent=1) + "\n")
     print(f"{args.out}: {len(entries)} distinct conv case(s) from {result.calls} conv call(s)"
           + (f", {len(result.skipped)} skipped" if result.skipped else ""))
     return EXIT_OK
