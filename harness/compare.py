@@ -58,11 +58,16 @@ def _errors(out: torch.Tensor, ref: torch.Tensor) -> dict:
             "max_rel_error": float(rel.max()) if rel.numel() else 0.0}
 
 
+def epsilon_unit(ref: torch.Tensor) -> float:
+    """One step of ref's dtype at the output magnitude: eps(dtype) * max|ref|."""
+    return torch.finfo(ref.dtype).eps * (float(ref.float().abs().max()) if ref.numel() else 0.0)
+
+
 def epsilon_steps(out: torch.Tensor, ref: torch.Tensor) -> float:
     """max|out - ref| in units of ref's dtype epsilon at the output magnitude (max|ref|)."""
     if not ref.numel():
         return 0.0
-    unit = torch.finfo(ref.dtype).eps * float(ref.float().abs().max())
+    unit = epsilon_unit(ref)
     err = float((out.double() - ref.double()).abs().max())
     return err / unit if unit > 0 else (0.0 if err == 0 else math.inf)
 
@@ -103,9 +108,8 @@ def compare(out: torch.Tensor, ref: torch.Tensor, *, float_ref: torch.Tensor | N
 def _low_precision(out: torch.Tensor, ref: torch.Tensor, eager_ref: torch.Tensor | None,
                    metrics: dict) -> Verdict:
     allowed = LOW_PRECISION_STEPS[ref.dtype]
-    unit = torch.finfo(ref.dtype).eps * (float(ref.float().abs().max()) if ref.numel() else 0.0)
     metrics["error_steps"] = epsilon_steps(out, ref)
-    metrics["tolerance"] = allowed * unit
+    metrics["tolerance"] = allowed * epsilon_unit(ref)
     if eager_ref is not None and eager_ref.shape == ref.shape:
         metrics["eager_error_steps"] = epsilon_steps(eager_ref, ref)
     ok = metrics["error_steps"] <= allowed

@@ -179,9 +179,10 @@ def record(model, args: tuple, kwargs: dict, max_spatial: int | None = None) -> 
 
 
 def case_of(module, input_shape: tuple, dtype: str) -> ConvCase:
-    """The ConvCase of one conv call, every argument as the module stores it. A field this
-    harness's ConvCase does not know yet (padding_mode, output_padding) is named only when it is
-    not its default, so an unsupported value is a CaseError for this one module, not a crash."""
+    """The ConvCase of one conv call, every argument as the module stores it. padding_mode and
+    output_padding are named only off their default: every module stores output_padding (0, 0),
+    which as a case would be a spelling of its own (another id) for the same conv. A value the
+    ConvCase rejects is a CaseError for this one module, not a crash."""
     fields = dict(dim=len(module.kernel_size), transposed=bool(module.transposed),
                   in_channels=module.in_channels, out_channels=module.out_channels,
                   kernel_size=module.kernel_size, stride=module.stride, padding=module.padding,
@@ -202,7 +203,7 @@ def shrink(case: ConvCase, max_spatial: int) -> ConvCase:
 
     spatial = case.input_shape[2:]
     kernel, stride, dilation = (case.spatial(n) for n in ("kernel_size", "stride", "dilation"))
-    pads = _pads(case)
+    pads = [max(sides) for sides in case.side_pads()]  # "same": its larger half
     new = []
     for i, size in enumerate(spatial):
         if size <= max_spatial:
@@ -210,16 +211,14 @@ def shrink(case: ConvCase, max_spatial: int) -> ConvCase:
             continue
         reach = dilation[i] * (kernel[i] - 1) + 1
         if case.transposed:
-            extra = getattr(case, "output_padding", 0)
-            extra = case.spatial("output_padding")[i] if extra else 0
+            extra = case.spatial("output_padding")[i]
             # out = (L-1)*s - 2p + reach + output_padding must be >= 1
             smallest = 1 + max(0, math.ceil((2 * pads[i] - reach - extra + 1) / stride[i]))
             new.append(max(max_spatial, smallest))
             continue
         smallest = 1 if case.padding == "same" else max(1, reach - 2 * pads[i])
-        if getattr(case, "padding_mode", "zeros") != "zeros":
-            widest = (reach - 1) - (reach - 1) // 2 if case.padding == "same" else pads[i]
-            smallest = max(smallest, widest + 1)  # reflect/circular pad less than the input
+        if case.padding_mode != "zeros":
+            smallest = max(smallest, pads[i] + 1)  # reflect/circular pad less than the input
         fit = max_spatial - (max_spatial - size) % stride[i]  # largest <= N, same remainder
         if fit < smallest:  # N is below what the conv needs: the smallest size that works
             fit = smallest + (size - smallest) % stride[i]
@@ -227,12 +226,6 @@ def shrink(case: ConvCase, max_spatial: int) -> ConvCase:
     if tuple(new) == spatial:
         return case
     return dataclasses.replace(case, input_shape=case.input_shape[:2] + tuple(new))
-
-
-def _pads(case: ConvCase) -> tuple:
-    if isinstance(case.padding, str):  # "valid" pads nothing; "same" is handled by its caller
-        return (0,) * case.dim
-    return case.spatial("padding")
 
 
 def from_model(factory_target: str, input_shape: tuple | None = None,

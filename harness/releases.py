@@ -35,16 +35,12 @@ def load(dirs: list[Path]) -> list[tuple[str, pd.DataFrame]]:
     return [(f"{lab} [{d.name}]" if labels.count(lab) > 1 else lab, df) for lab, df, d in runs]
 
 
-def lane(df: pd.DataFrame) -> pd.Series:
-    return df["backend"] + df["fixes"].fillna("").map(lambda f: f" +{f}" if f else " (stock)")
-
-
 def counts(runs: list[tuple[str, pd.DataFrame]]) -> pd.DataFrame:
     """Rows: lane and fix set; columns: release; cells: 'PASS 12, MISMATCH 3' (status order)."""
     order = {s: i for i, s in enumerate(matrix.STATUS_ORDER)}
     table = {}
     for name, df in runs:
-        per = df.assign(lane=lane(df)).groupby("lane")["status"].value_counts()
+        per = df.assign(lane=matrix.lane_names(df)).groupby("lane")["status"].value_counts()
         table[name] = {ln: ", ".join(f"{s} {int(per[ln][s])}" for s in
                                      sorted(per[ln].index, key=lambda s: order.get(s, 99)))
                        for ln in per.index.get_level_values(0).unique()}

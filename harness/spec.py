@@ -136,11 +136,9 @@ class ConvCase:
         # zip stops at the shorter: a list of the wrong rank is eager's to reject (INVALID).
         pads = zip(self.side_pads(), self.input_shape[2:], strict=False)
         for i, ((left, right), size) in enumerate(pads):
-            if self.padding_mode == "reflect" and max(left, right) >= size:
-                raise bad("padding", f"reflect needs padding < input size {size} "
-                                     f"(dimension {i}: pads {left}, {right})")
-            if self.padding_mode == "circular" and max(left, right) > size:
-                raise bad("padding", f"circular needs padding <= input size {size} "
+            if size < min_input_size(self.padding_mode, max(left, right)):
+                rule = "<" if self.padding_mode == "reflect" else "<="
+                raise bad("padding", f"{self.padding_mode} needs padding {rule} input size {size} "
                                      f"(dimension {i}: pads {left}, {right})")
 
     # --- serialisation -------------------------------------------------------------------------
@@ -226,7 +224,7 @@ class ConvCase:
         if self.padding == "same":
             total = [d * (k - 1) for d, k in zip(self.spatial("dilation"),
                                                  self.spatial("kernel_size"), strict=False)]
-            return [(t // 2, t - t // 2) for t in total]
+            return [same_pads(t) for t in total]
         return [(p, p) for p in self.spatial("padding")]
 
     def has_short_int_list(self) -> bool:
@@ -241,6 +239,18 @@ class ConvCase:
             + (("output_padding",) if self.transposed else ())
         return any(isinstance(getattr(self, n), tuple) and len(getattr(self, n)) == 1
                    for n in names)
+
+
+def same_pads(total: int) -> tuple[int, int]:
+    """How padding="same" splits a dimension's total padding dilation * (kernel - 1): the odd
+    element after (nn.Conv*'s _reversed_padding_repeated_twice)."""
+    return total // 2, total - total // 2
+
+
+def min_input_size(padding_mode: str, widest_pad: int) -> int:
+    """The smallest input size a padding_mode accepts for a side's pad (F.pad's rules): reflect
+    needs pad < size, circular pad <= size (wrapping around once at most), the others anything."""
+    return {"reflect": widest_pad + 1, "circular": widest_pad}.get(padding_mode, 1)
 
 
 def _same(value: Any, default: Any) -> bool:
