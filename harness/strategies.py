@@ -17,7 +17,7 @@ import math
 
 from hypothesis import strategies as st
 
-from .spec import ConvCase
+from .spec import ConvCase, min_input_size, same_pads
 
 MAX_KERNEL = 5
 # 3d cells execute on a CPU Vulkan device (lavapipe) too: kernel, dilation and spatial sizes stay
@@ -80,14 +80,14 @@ def conv_cases(draw, *, dims=(1, 2, 3), quant=st.just(None), transposed=st.boole
     if mode != "zeros" and dim > 1:
         kinds.remove("list1")  # a mode pads through F.pad, which needs every dimension's pad
     padding_kind = draw(st.sampled_from(kinds))
-    stride = 1 if padding_kind == "same" else draw(_per_dim(dim, st.integers(1, 3)))
-    if padding_kind in ("valid", "same"):
-        padding = padding_kind
-    else:
-        values = st.integers(0, 3)
-        padding = {"int": values, "list1": values.map(lambda p: (p,)),
-                   "tuple": st.tuples(*[values] * dim)}[padding_kind]
-        padding = draw(padding)
+    # Stride and a padding value are drawn for "valid"/"same" too, then overridden (as dtype and
+    # mode above): with fewer draws, the shrinker would prefer a string padding to padding 0.
+    stride = draw(_per_dim(dim, st.integers(1, 3)))
+    stride = 1 if padding_kind == "same" else stride
+    values = st.integers(0, 3)
+    padding = draw({"int": values, "list1": values.map(lambda p: (p,)),
+                    "tuple": st.tuples(*[values] * dim)}.get(padding_kind, values))
+    padding = padding_kind if padding_kind in ("valid", "same") else padding
 
     k, s, d = spatial(kernel, dim), spatial(stride, dim), spatial(dilation, dim)
     p = (0,) * dim if padding in ("valid", "same") else spatial(padding, dim)
@@ -120,10 +120,9 @@ def _output_padding(dim: int, stride: tuple, dilation: tuple) -> st.SearchStrate
 
 
 def _fits_mode(mode: str, padding, extent: int, pad: int) -> int:
-    """The smallest input size a non-zeros padding_mode accepts: F.pad's reflect needs each
-    side's pad < size, circular <= size ("same" pads extent - 1 in all, the larger half after)."""
-    side = extent - 1 - (extent - 1) // 2 if padding == "same" else pad
-    return {"reflect": side + 1, "circular": side}.get(mode, 1)
+    """The smallest input size ``mode`` accepts ("same" pads extent - 1 in all, the larger half
+    after)."""
+    return min_input_size(mode, same_pads(extent - 1)[1] if padding == "same" else pad)
 
 
 def quant_cases(schemes=("int8_per_tensor", "int8_per_channel")):
