@@ -1,0 +1,76 @@
+"""What really happens to a lowered program, found without the harness's execute/compare code:
+the tests use it to check that a cell's status is honest, whatever the delegate does.
+
+Only the case -> module/inputs definition (harness.build, pinned by test_dtypes) and the
+lowering (what is under test) are shared with the harness; running the program and judging it
+are written here again, from the README's policy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+FP32_ATOL = FP32_RTOL = 1e-4  # README "Tolerance policy", fp32
+
+
+@dataclass(frozen=True)
+class Witnessed:
+    raised: str | None  # the runtime's own error text, when loading/executing raised
+    within: bool | None  # executed: every element within the fp32 tolerance of eager
+
+
+def execute_and_judge(pte: bytes, case) -> Witnessed:
+    """Run ``pte`` through ExecuTorch's pybindings on the case's inputs, judge it against
+    the eager float32 module (fp32 cases only)."""
+    from executorch.extension.pybindings.portable_lib import _load_for_executorch_from_buffer
+
+    from harness.build import build_module, make_inputs
+
+    assert case.dtype == "float32" and case.quant is None, "fp32 cases only"
+    module, inputs = build_module(case), make_inputs(case)
+    with torch.no_grad():
+        ref = module(*inputs)
+    try:
+        out = _load_for_executorch_from_buffer(pte).forward(inputs)[0]
+    except Exception as e:  # the runtime's error arrives as a Python exception
+        return Witnessed(raised=str(e).strip().splitlines()[0], within=None)
+    within = out.shape == ref.shape and bool(
+        ((out - ref).abs() <= FP32_ATOL + FP32_RTOL * ref.abs()).all())
+    return Witnessed(raised=None, within=within)
+
+
+# The int lists each conv reads as an ivec2 when its input is 4-D (README: the Vulkan contract):
+# stride, padding, dilation of aten.convolution (+ output_padding when transposed); every
+# IntList of an et_vk.* conv op.
+ATEN_IVEC2 = (3, 4, 5)
+ATEN_TRANSPOSED, ATEN_OUTPUT_PADDING = 6, 7
+
+
+def vulkan_short_ivec2_lists(pte: bytes) -> list[str]:
+    """Every 2D-conv int list of length != 2 in the serialized Vulkan payload of ``pte``."""
+    from executorch.backends.vulkan.serialization.vulkan_graph_serialize import (
+        extract_vk_flatbuffer, flatbuffer_to_vk_graph)
+    from executorch.exir._serialize._program import deserialize_pte_binary
+
+    program = deserialize_pte_binary(pte).program
+    short = []
+    for blob in program.backend_delegate_data:
+        graph = flatbuffer_to_vk_graph(extract_vk_flatbuffer(blob.data))
+        for op in graph.chain:
+            if "conv" not in op.name:
+                continue
+            values = [graph.values[a].value for a in op.args]
+            tensors = [v for v in values if type(v).__name__ == "VkTensor"]
+            if not tensors or len(tensors[0].dims) != 4:
+                continue
+            if op.name.startswith("aten.convolution"):
+                read = list(ATEN_IVEC2)
+                if getattr(values[ATEN_TRANSPOSED], "bool_val", False):
+                    read.append(ATEN_OUTPUT_PADDING)
+            else:
+                read = range(len(values))
+            short += [f"{op.name} #{i} {list(values[i].items)}" for i in read
+                      if type(values[i]).__name__ == "IntList" and len(values[i].items) != 2]
+    return short
