@@ -54,7 +54,7 @@ def bisect(session):
     releases = session.posargs or ["1.5.1", "1.4.1"]
     root = Path("runs/bisect")
     runs = []
-    from harness.pairing import torch_for  # the wheel's Requires-Dist + what was measured
+    from harness.runtimes.pairing import torch_for  # the wheel's Requires-Dist + what was measured
 
     pairs = {}
     for release in releases:  # all checked before anything is installed

@@ -31,8 +31,8 @@ sys.path.insert(0, str(HERE))
 
 def naive_child(cases_file: str, backends: str, library: str, start: int) -> None:
     """The naive loop itself (run as a child): one line per finished cell, flushed."""
-    from harness import lowering_memo
-    from harness.pipeline import run_cell
+    from harness.stages import lowering_memo
+    from harness.stages.cell import run_cell
     from harness.runtimes import load
     from harness.spec import ConvCase
 
@@ -68,7 +68,7 @@ def naive(cases, backends: list[str], library: str | None, tmp: Path) -> dict:
 
 def harness_run(cases, backends: list[str], jobs: int, library: str | None, out: Path,
                 cache: Path) -> tuple[float, "object"]:
-    from harness import runner
+    from harness.run import runner
 
     config = runner.RunConfig(backends=backends, fixes=[], profile="ci", max_examples=0, seed=0,
                               jobs=jobs, cache_dir=str(cache), vulkan_runtime=library)
@@ -109,8 +109,9 @@ def main() -> int:
                     int(args.naive_child[3]))
         return 0
 
-    from harness import runner, versions
-    from harness.generate import generate
+    from harness.run import runner
+    from harness import versions
+    from harness.generation.generate import generate
     from harness.runtimes import load
     from tree_rss import PeakRSS
 

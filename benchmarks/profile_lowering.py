@@ -23,18 +23,19 @@ def _name(func: tuple) -> str:
 
 def profile_lane(cases, backend: str, memo: bool, top: int = 5):
     """-> (mean seconds per cell, [(share of the time, function)] top ``top``)."""
-    from harness import lowering_memo
-    from harness.pipeline import prepare
+    from harness.stages import lowering_memo
+    from harness.lane import Lane
+from harness.stages.cell import prepare
 
     scope = contextlib.nullcontext() if memo else lowering_memo.disabled()
     with scope:
         for case in cases:  # imports, first-call costs, memos: a worker pays them once
-            prepare(case, backend, [])
+            prepare(case, Lane(backend))
         profiler = cProfile.Profile()
         t0 = time.perf_counter()
         profiler.enable()
         for case in cases:
-            prepare(case, backend, [])
+            prepare(case, Lane(backend))
         profiler.disable()
         wall = time.perf_counter() - t0
     stats = pstats.Stats(profiler).stats  # func -> (cc, nc, tottime, cumtime, callers)

@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from harness import runner, versions
-from harness.corpus import entries, expectations, split_lane
+from harness.run import runner
+from harness import versions
+from harness.lane import Lane
+from harness.results.corpus import entries, expectations
 from harness.spec import ConvCase
 
 HERE = Path(__file__).parent
@@ -25,14 +27,16 @@ def test_expected_status(path, vulkan_runtime, tmp_path):
     for entry in entries(path):
         case = ConvCase.from_dict(entry["case"])
         cases.append(case)
-        for lane, expected in expectations(entry, release).items():
-            backend, fixes = split_lane(lane)
-            wanted[(case.case_id, backend, ",".join(sorted(fixes)))] = expected
+        for name, expected in expectations(entry, release).items():
+            lane = Lane.parse(name)
+            wanted[(case.case_id, lane.backend_column, lane.fixes_column)] = expected
     assert wanted, f"{path.name} expects nothing on executorch {release}"
-    config = runner.RunConfig(backends=sorted({k[1] for k in wanted}), fixes=["all"], profile="ci",
-                              max_examples=0, seed=0, jobs=2, cache_dir=None,
-                              vulkan_runtime=vulkan_runtime.library)
-    config.fixes = runner.validate_names(config.backends, "all")
+    lanes = sorted({Lane.of(b, f) for _, b, f in wanted})  # exactly the lanes the file names
+    config = runner.RunConfig(backends=sorted({lane.backend for lane in lanes}),
+                              fixes=sorted({f for lane in lanes for f in lane.fixes}),
+                              profile="ci", max_examples=0, seed=0, jobs=2, cache_dir=None,
+                              vulkan_runtime=vulkan_runtime.library,
+                              lane_names=[lane.name for lane in lanes])
     runner.start(tmp_path, config, cases)
     df = runner.execute(tmp_path, config, cases, progress=False)
     got = {(r.case_id, r.backend, r.fixes): r for r in df.itertuples()}

@@ -12,7 +12,7 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 
-from .spec import ConvCase
+from harness.spec import ConvCase
 
 CASE_FIELDS = tuple(f.name for f in dataclasses.fields(ConvCase))
 METRIC_COLUMNS = ("max_abs_error", "max_rel_error", "mae", "sqnr_db", "max_abs_error_vs_float",
@@ -20,7 +20,7 @@ METRIC_COLUMNS = ("max_abs_error", "max_rel_error", "mae", "sqnr_db", "max_abs_e
 
 
 def _executorch_version() -> str:
-    from . import versions
+    from harness import versions
 
     return versions.stack()["executorch"]
 

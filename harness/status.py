@@ -19,8 +19,28 @@ class Status(str, enum.Enum):
     def __str__(self) -> str:
         return self.value
 
+    @property
+    def is_finding(self) -> bool:
+        """Not PASS/NO_RUNTIME: something was tried and went wrong (a finding's cell)."""
+        return self not in OK
+
+    @property
+    def executed(self) -> bool:
+        """What really happened on a runtime (the program ran, or died trying)."""
+        return self in EXECUTED
+
+    @property
+    def static_final(self) -> bool:
+        """Reached before execution, and no execution can change it."""
+        return self in STATIC_FINAL
+
+    @property
+    def failed_at_runtime(self) -> bool:
+        return self in (Status.RUNTIME_ERROR, Status.CRASH)
+
 
 ORDER = list(Status)
+NAMES = [s.value for s in ORDER]
 # A cell that is not one of these is a finding (used by --fail-on-mismatch and the regression diff).
 OK = {Status.PASS, Status.NO_RUNTIME}
 # Verdicts reached before execution that execution cannot change (CONTRACT_VIOLATION is only a

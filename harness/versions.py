@@ -7,7 +7,7 @@ import hashlib
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from . import __version__
+from harness import __version__
 
 
 @functools.lru_cache(maxsize=1)
@@ -22,16 +22,30 @@ def stack() -> dict:
             "pipeline": pipeline_digest()}
 
 
-# The stages whose code decides a cached outcome (the .pte, the references, the static verdicts):
-# editing any of them, e.g. teaching the contract model a new rule, must not serve stale entries.
-_STAGES = ("spec.py", "build.py", "quantize.py", "lower.py", "pipeline.py", "backends", "fixes")
+# What decides a cached outcome (the .pte, the references, the static verdicts): the case
+# vocabulary (spec.py, status.py) and every module of the stages folder, found by
+# walking it, never listed by hand: a module added there, or any edit of one (a new contract
+# rule, a fix), changes the digest and so every cache key.
+PACKAGE = Path(__file__).resolve().parent
+DIGESTED_FILES = ("spec.py", "status.py")
+DIGESTED_FOLDERS = ("stages",)
+
+
+def digested_sources(package: Path = PACKAGE) -> list[Path]:
+    files = [package / f for f in DIGESTED_FILES]
+    for folder in DIGESTED_FOLDERS:
+        files += sorted(p for p in (package / folder).rglob("*") if p.is_file()
+                        and p.suffix in (".py", ".json", ".yaml") and "__pycache__" not in p.parts)
+    return files
+
+
+def digest_of(package: Path = PACKAGE) -> str:
+    h = hashlib.sha256()
+    for f in digested_sources(package):
+        h.update(f.relative_to(package).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()[:12]
 
 
 @functools.lru_cache(maxsize=1)
 def pipeline_digest() -> str:
-    here = Path(__file__).parent
-    h = hashlib.sha256()
-    for stage in _STAGES:
-        for f in sorted((here / stage).rglob("*.py")) if (here / stage).is_dir() else [here / stage]:
-            h.update(f.relative_to(here).as_posix().encode() + b"\0" + f.read_bytes())
-    return h.hexdigest()[:12]
+    return digest_of(PACKAGE)

@@ -5,12 +5,13 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from conftest import lowering_examples
-from harness.backends import get
-from harness.backends.base import registered_runtime_backends
-from harness.pipeline import prepare, run_cell
+from harness.stages.backends import get
+from harness.runtimes.load import registered_backends
+from harness.lane import Lane
+from harness.stages.cell import prepare, run_cell
 from harness.spec import ConvCase
 from harness.status import Status
-from harness.strategies import conv_cases
+from harness.generation.strategies import conv_cases
 from witness import execute_and_judge, vulkan_short_ivec2_lists
 
 
@@ -20,14 +21,14 @@ def seed(padding):
 
 
 def test_runtime_detection_is_real():
-    names = registered_runtime_backends()
+    names = registered_backends()
     assert "XnnpackBackend" in names
     assert get("vulkan").runtime_available() == ("VulkanBackend" in names)
 
 
 def test_vulkan_contract_flags_valid_and_passes_zero():
-    bad = prepare(seed("valid"), "vulkan", [])
-    good = prepare(seed(0), "vulkan", [])
+    bad = prepare(seed("valid"), Lane("vulkan"))
+    good = prepare(seed(0), Lane("vulkan"))
     assert bad["status"] == "CONTRACT_VIOLATION"
     assert "padding IntList [0] has length 1" in bad["message"]
     assert "make_ivec2" in bad["message"]
@@ -54,8 +55,8 @@ def test_vulkan_cell_with_runtime_executes(vulkan_runtime):
 def test_vulkan_conv1d_length_one_lists_are_legal():
     case = ConvCase(dim=1, in_channels=2, out_channels=2, kernel_size=3, padding="valid",
                     input_shape=(1, 2, 12))
-    entry = prepare(case, "vulkan", [])
-    assert entry["status"] is None, entry["message"]
+    entry = prepare(case, Lane("vulkan"))
+    assert entry.status is None, entry.message
 
 
 @settings(max_examples=lowering_examples())
@@ -71,11 +72,11 @@ def test_xnnpack_fp32_status_is_what_really_happened(case):
     assert row.status in {s.value for s in Status} - {"NO_RUNTIME", "CONTRACT_VIOLATION", "CRASH"}
     if row.status != "PASS":
         assert row.message, row
-    entry = prepare(case, "xnnpack", [])
-    if "pte" not in entry:  # nothing was lowered: the stage that raised is the status
-        assert row.status == entry["status"] == "LOWER_ERROR" and row.message == entry["message"]
+    entry = prepare(case, Lane("xnnpack"))
+    if entry.pte is None:  # nothing was lowered: the stage that raised is the status
+        assert row.status == entry.status == "LOWER_ERROR" and row.message == entry.message
         return
-    seen = execute_and_judge(entry["pte"], case)
+    seen = execute_and_judge(entry.pte, case)
     if seen.raised:
         assert row.status == "RUNTIME_ERROR" and seen.raised in row.message, (seen, row.message)
     elif row.status != "NOT_DELEGATED":
@@ -89,16 +90,16 @@ def test_vulkan_ivec2_violation_iff_the_payload_has_a_short_list(case):
     conv int list of length != 2, read here from the .pte without the checker. Whether a case's
     spelling *produces* such a list is the delegate's business: the corpus pins it
     (cases/short_int_lists_2d.json)."""
-    entry = prepare(case, "vulkan", [])
-    if "pte" not in entry:
-        assert entry["status"] == "LOWER_ERROR" and entry["message"]  # lowering said why
+    entry = prepare(case, Lane("vulkan"))
+    if entry.pte is None:
+        assert entry.status == "LOWER_ERROR" and entry.message  # lowering said why
         return
-    flagged = [v for v in entry["contract_violations"] if v.startswith("[ivec2]")]
-    short = vulkan_short_ivec2_lists(entry["pte"])
+    flagged = [v for v in entry.contract_violations if v.startswith("[ivec2]")]
+    short = vulkan_short_ivec2_lists(entry.pte)
     assert bool(flagged) == bool(short), (flagged, short)
     assert len(flagged) == len(short), (flagged, short)
-    if flagged and entry["status"] != "NOT_DELEGATED":
-        assert entry["status"] == "CONTRACT_VIOLATION" and "[ivec2]" in entry["message"]
+    if flagged and entry.status != "NOT_DELEGATED":
+        assert entry.status == "CONTRACT_VIOLATION" and "[ivec2]" in entry.message
 
 
 RUNTIME_LEARNT = [  # (case, rule the runtime proved, or None where the same family is legal)
@@ -119,10 +120,10 @@ RUNTIME_LEARNT = [  # (case, rule the runtime proved, or None where the same fam
 @pytest.mark.parametrize("fields,rule", RUNTIME_LEARNT,
                          ids=[r or f"legal{i}" for i, (_, r) in enumerate(RUNTIME_LEARNT)])
 def test_contract_rules_learnt_from_the_runtime(fields, rule):
-    entry = prepare(ConvCase.from_dict(fields), "vulkan", [])
-    assert entry.get("delegated_ops"), entry["message"]  # the partitioner took it
-    rules = {v.split("]")[0].lstrip("[") for v in entry["contract_violations"]}
+    entry = prepare(ConvCase.from_dict(fields), Lane("vulkan"))
+    assert entry.delegated_ops, entry.message  # the partitioner took it
+    rules = {v.split("]")[0].lstrip("[") for v in entry.contract_violations}
     if rule:
-        assert entry["status"] == "CONTRACT_VIOLATION" and rule in rules, entry["message"]
+        assert entry.status == "CONTRACT_VIOLATION" and rule in rules, entry.message
     else:
-        assert not rules, entry["contract_violations"]
+        assert not rules, entry.contract_violations

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from harness import matrix
+from harness.results import matrix
 from harness.spec import ConvCase
 
 SEED = dict(dim=2, in_channels=3, out_channels=16, kernel_size=3, input_shape=(1, 3, 32, 32))

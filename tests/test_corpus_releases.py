@@ -6,7 +6,7 @@ import json
 import pytest
 
 from harness import versions
-from harness.corpus import expectations
+from harness.results.corpus import expectations
 from harness.spec import ConvCase
 from test_cli import harness, one_error_line
 

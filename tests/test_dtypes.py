@@ -7,12 +7,13 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.build import build_module, make_inputs, upcast_reference
-from harness.compare import LOW_PRECISION_STEPS, compare
-from harness.pipeline import run_cell
-from harness.prepare import prepare_case
+from harness.stages.build import build_module, make_inputs, upcast_reference
+from harness.stages.compare import LOW_PRECISION_STEPS, compare
+from harness.stages.cell import run_cell
+from harness.lane import Lane
+from harness.stages.prepare import prepare_case
 from harness.spec import ConvCase
-from harness.strategies import conv_cases
+from harness.generation.strategies import conv_cases
 
 T3D = ConvCase(dim=3, transposed=True, in_channels=4, out_channels=2, kernel_size=2, stride=2,
                dilation=(2, 1, 1), output_padding=(1, 1, 0), groups=2, input_shape=(2, 4, 2, 3, 2),
@@ -67,10 +68,9 @@ def test_tolerance_is_steps_of_epsilon_at_the_output_magnitude(dtype):
 
 
 def test_prepare_keeps_both_references():
-    entry = prepare_case(REFLECT, [("xnnpack", [])])[("xnnpack", "")]
-    refs = entry["refs"]
-    assert refs["ref"].dtype == refs["eager_ref"].dtype == torch.float16
-    assert torch.equal(refs["ref"], upcast_reference(build_module(REFLECT), refs["inputs"],
+    refs = prepare_case(REFLECT, [Lane("xnnpack")])[Lane("xnnpack")].refs
+    assert refs.ref.dtype == refs.eager_ref.dtype == torch.float16
+    assert torch.equal(refs.ref, upcast_reference(build_module(REFLECT), refs.inputs,
                                                      torch.float16))
 
 
@@ -84,7 +84,8 @@ def test_fp16_cell_on_xnnpack_is_judged_in_steps():
 
 
 def test_report_groups_and_finding_features_show_the_later_dimensions():
-    from harness import findings, report
+    from harness.results import findings
+    from harness.results import report
     from harness.record import CellResult
 
     old = ConvCase(dim=2, in_channels=3, out_channels=8, kernel_size=3, padding=1,

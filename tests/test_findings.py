@@ -3,7 +3,9 @@
 import json
 import xml.etree.ElementTree as ET
 
-from harness import findings, junit, matrix
+from harness.results import findings
+from harness.results import junit
+from harness.results import matrix
 from harness.record import CellResult
 from harness.spec import ConvCase
 
@@ -58,7 +60,9 @@ def test_findings_name_their_rule_and_the_fix_that_clears_them(tmp_path):
     assert ivec2.rule_in == "4/4 in" and ivec2.rule_out == "0/9 out"
     assert ivec2.fixed_by == {"vulkan-conv-padding": "4/4"}
     assert found["conv1d_pw"].fixed_by == {}  # its fixed cell never ran: not "cleared"
-    written = findings.write(tmp_path, df)
+    cells = [CellResult.from_row(r) for r in df.to_dict(orient="records")]
+    findings.write(tmp_path, cells, findings.find(cells, tmp_path))
+    written = json.loads((tmp_path / "findings.json").read_text())["findings"]
     assert len(written) == 2 and "| make_ivec2" not in (tmp_path / "findings.md").read_text()
     assert "has a length-1 list (4/4 in, 0/9 out)" in (tmp_path / "findings.md").read_text()
 
@@ -151,7 +155,7 @@ def test_baseline_makes_known_failures_xfail_and_fails_only_on_new_ones(tmp_path
     assert new.returncode == 1 and "1 known failure(s), 1 new or regressed" in new.stdout
     assert ET.parse(tmp_path / "c" / "junit.xml").getroot().get("failures") == "1"
     # a run folder works as the baseline too; a broken file is one line, exit 2, nothing written
-    from harness import baseline
+    from harness.results import baseline
 
     from_dir = baseline.load(tmp_path / "a")
     assert from_dir.finding_ids == baseline.load(tmp_path / "expected.json").finding_ids
@@ -163,7 +167,7 @@ def test_baseline_makes_known_failures_xfail_and_fails_only_on_new_ones(tmp_path
 
 
 def test_report_says_when_a_finding_did_not_shrink(tmp_path):
-    from harness import report
+    from harness.results import report
 
     df = matrix.frame([r.to_row() for r in _cells()])
     matrix.write(df, tmp_path)

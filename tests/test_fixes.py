@@ -3,13 +3,14 @@
 import pytest
 import torch
 
-from harness import fixes
-from harness.backends import get
-from harness.backends.vulkan import vk_graphs
-from harness.build import build_module, make_inputs
-from harness.lower import lower
-from harness.pipeline import prepare, run_cell
-from harness.quantize import quantize
+from harness.stages import fixes
+from harness.stages.backends import get
+from harness.stages.backends.vulkan import vk_graphs
+from harness.stages.build import build_module, make_inputs
+from harness.stages.lower import lower
+from harness.lane import Lane
+from harness.stages.cell import prepare, run_cell
+from harness.stages.quantize import quantize
 from harness.spec import ConvCase
 
 VK_FIX = "vulkan-conv-padding"
@@ -54,13 +55,13 @@ def test_fix_changes_nothing_for_padding_zero():
                                 dict(stride=(2,), padding=1), dict(dilation=[2], padding=(0,))])
 def test_vulkan_fix_makes_every_list_ivec2(kw):
     case = conv2d(**kw)
-    fixed = prepare(case, "vulkan", [VK_FIX])
+    fixed = prepare(case, Lane("vulkan", (VK_FIX,)))
     assert fixed["status"] is None, fixed["message"]
     for name, args in vk_signature(case, [VK_FIX]):
         if "convolution" in name:
             assert all(len(a) == 2 for a in args if isinstance(a, list)), args
     if case.has_short_int_list():
-        assert prepare(case, "vulkan", [])["status"] == "CONTRACT_VIOLATION"
+        assert prepare(case, Lane("vulkan")).status == "CONTRACT_VIOLATION"
 
 
 def quant_conv1d_same(k=4, dilation=1, length=16, scheme="int8_per_tensor"):
@@ -71,7 +72,7 @@ def quant_conv1d_same(k=4, dilation=1, length=16, scheme="int8_per_tensor"):
 def edge_graph_after_fix(case):
     from executorch.exir import to_edge_transform_and_lower
 
-    from harness.fixes.xnnpack_conv1d_same_even import FoldTemporalPadIntoConv1dPass
+    from harness.stages.fixes.xnnpack_conv1d_same_even import FoldTemporalPadIntoConv1dPass
 
     module, inputs = build_module(case), make_inputs(case)
     converted, _ = quantize(case, module, inputs, get("xnnpack"))

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import build
+from harness.stages import build
 from harness.cli import main
-from harness.from_model import case_sources, shrink
+from harness.generation.from_model import case_sources, shrink
 from harness.spec import FIELDS, ConvCase, load_cases
 
 REPO = Path(__file__).resolve().parent.parent
@@ -265,7 +265,7 @@ def _env():
 
 def test_siglip_patch_embed_is_valid_with_stride_equal_to_kernel():
     pytest.importorskip("transformers", reason="the optional extra: pip install -e '.[models]'")
-    from harness.from_model import from_model as record_model
+    from harness.generation.from_model import from_model as record_model
 
     entries, result = record_model("cases.models.zoo:siglip_so400m_patch14_224")
     # transformers 4.x nests the tower one level deeper (vision_model.embeddings...)

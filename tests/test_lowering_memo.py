@@ -7,13 +7,14 @@ Vulkan pattern graphs rebuilt on every lowering): the per-process pattern-graph 
 
 import pytest
 
-from harness import lowering_memo
-from harness.pipeline import prepare
-from harness.prepare import prepare_case
+from harness.stages import lowering_memo
+from harness.lane import Lane
+from harness.stages.cell import prepare
+from harness.stages.prepare import prepare_case
 from harness.spec import ConvCase
 
-LANES = [("vulkan", []), ("vulkan", ["vulkan-conv-padding"]), ("xnnpack", []),
-         ("xnnpack", ["xnnpack-conv1d-same-even"])]
+LANES = [Lane("vulkan"), Lane("vulkan", ("vulkan-conv-padding",)), Lane("xnnpack"),
+         Lane("xnnpack", ("xnnpack-conv1d-same-even",))]
 
 # Every kind in four cases: fp32 and int8 (per-tensor, per-channel), 1d and 2d, depthwise,
 # transposed; both fixes are active in at least one of them.
@@ -36,16 +37,16 @@ KINDS = {
 def test_shared_and_memoized_lowering_gives_identical_pte(kind):
     case = KINDS[kind]
     with lowering_memo.disabled():
-        stock = {(b, ",".join(f)): prepare(case, b, f) for b, f in LANES}
+        stock = {lane: prepare(case, lane) for lane in LANES}
     shared = prepare_case(case, LANES)
     assert lowering_memo.built() > 0  # the memo was really used (the Vulkan lane lowered)
     compared = 0
     for lane, entry in stock.items():
-        assert shared[lane]["status"] == entry["status"], lane
-        assert shared[lane]["message"] == entry["message"], lane
-        assert (shared[lane].get("pte") is None) == (entry.get("pte") is None), lane
-        if entry.get("pte") is not None:
-            assert shared[lane]["pte"] == entry["pte"], f"{kind} {lane}: .pte bytes differ"
+        assert shared[lane].status == entry.status, lane
+        assert shared[lane].message == entry.message, lane
+        assert (shared[lane].pte is None) == (entry.pte is None), lane
+        if entry.pte is not None:
+            assert shared[lane].pte == entry.pte, f"{kind} {lane}: .pte bytes differ"
             compared += 1
     assert compared >= 2, f"{kind}: fewer than two lanes produced a program to compare"
 

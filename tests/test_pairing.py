@@ -2,7 +2,7 @@
 
 import pytest
 
-from harness import pairing
+from harness.runtimes import pairing
 
 
 def test_pairing_reads_the_wheels_requirement_and_checks_the_measured_torch():

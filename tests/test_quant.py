@@ -5,15 +5,15 @@ import torch
 from hypothesis import given, settings
 
 from conftest import lowering_examples
-from harness.backends import Backend, QuantUnsupported
-from harness.build import build_module, make_inputs
-from harness.compare import compare
-from harness.matrix import frame
-from harness.pipeline import run_cell
-from harness.quantize import quantize
+from harness.stages.backends import Backend, QuantUnsupported
+from harness.stages.build import build_module, make_inputs
+from harness.stages.compare import compare
+from harness.results.matrix import frame
+from harness.stages.cell import run_cell
+from harness.stages.quantize import quantize
 from harness.spec import ConvCase
 from harness.status import Status
-from harness.strategies import quant_cases
+from harness.generation.strategies import quant_cases
 
 Q2D = ConvCase(dim=2, in_channels=4, out_channels=8, kernel_size=3, padding=1,
                input_shape=(1, 4, 12, 12), quant="int8_per_channel")

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from harness import matrix
+from harness.results import matrix
 from harness.record import CellResult
 from harness.spec import ConvCase
 

@@ -7,7 +7,10 @@ import sys
 
 import pytest
 
-from harness import matrix, report, repro, runner
+from harness.results import matrix
+from harness.results import report
+from harness.results import repro
+from harness.run import runner
 from harness.spec import ConvCase
 
 CASES = [ConvCase(dim=2, in_channels=3, out_channels=4, kernel_size=3, padding=p,
@@ -136,7 +139,7 @@ def test_report_renders_filters_and_opens_details_in_chromium(run_dir, tmp_path,
 
 
 def test_save_failures_grows_the_corpus_with_expected_statuses(run_dir, tmp_path):
-    from harness.corpus import entries, save_failures
+    from harness.results.corpus import entries, save_failures
 
     df = matrix.read(run_dir)
     target = tmp_path / "found.json"
@@ -220,7 +223,7 @@ def test_releases_page_renders_in_chromium(release_runs, tmp_path, chromium):
 def test_a_cell_executed_on_one_side_only_is_neither_fixed_nor_regressed():
     import pandas as pd
 
-    from harness.diff import diff
+    from harness.results.diff import diff
 
     def frame(*statuses):
         return pd.DataFrame([{"case_id": f"c{i}", "backend": "vulkan", "fixes": "", "status": s,

@@ -10,9 +10,11 @@ import time
 import pandas as pd
 import pytest
 
-from harness import cache as cache_mod, versions
-from harness.journal import Journal, read
-from harness.pipeline import run_cell
+from harness.stages import cache as cache_mod
+from harness import versions
+from harness.run.journal import Journal, read
+from harness.lane import Lane
+from harness.stages.cell import run_cell
 from harness.spec import ConvCase
 
 CASES = [ConvCase(dim=1, in_channels=2, out_channels=2, kernel_size=k, padding=p,
@@ -41,12 +43,14 @@ def test_garbage_middle_line_is_reported(tmp_path):
 
 def test_cache_key_changes_with_versions():
     stack = versions.stack()
-    k = cache_mod.key("case", "xnnpack", [], stack)
-    assert k == cache_mod.key("case", "xnnpack", [], dict(stack))
-    assert k != cache_mod.key("case", "xnnpack", [], {**stack, "executorch": "1.4.1"})
-    assert k != cache_mod.key("case", "xnnpack", [], {**stack, "torch": "2.9.0"})
-    assert k != cache_mod.key("case", "vulkan", [], stack)
-    assert k != cache_mod.key("case", "xnnpack", ["vulkan-conv-padding"], stack)
+    xnn = Lane("xnnpack")
+    k = cache_mod.key("case", xnn, stack)
+    assert k == cache_mod.key("case", xnn, dict(stack))
+    assert k != cache_mod.key("case", xnn, {**stack, "executorch": "1.4.1"})
+    assert k != cache_mod.key("case", xnn, {**stack, "torch": "2.9.0"})
+    assert k != cache_mod.key("case", xnn, {**stack, "pipeline": "another-stage-digest"})
+    assert k != cache_mod.key("case", Lane("vulkan"), stack)
+    assert k != cache_mod.key("case", Lane("xnnpack", ("vulkan-conv-padding",)), stack)
 
 
 def test_warm_cell_reuses_the_lowered_program_and_invalidates_on_version(tmp_path, monkeypatch):
@@ -106,7 +110,7 @@ def test_resume_after_kill_equals_uninterrupted_run(tmp_path):
 
 
 def test_a_hung_cell_becomes_a_crash_row_and_the_run_completes(tmp_path):
-    from harness import runner
+    from harness.run import runner
 
     config = runner.RunConfig(backends=["vulkan"], fixes=[], profile="ci", max_examples=0, seed=0,
                               jobs=1, timeout=0.5, cache_dir=None)  # far less than one lowering

@@ -8,8 +8,8 @@ import sys
 import pandas as pd
 import pytest
 
-from harness import shard
-from harness.generate import generate
+from harness.run import shard
+from harness.generation.generate import generate
 
 
 def harness(*args):

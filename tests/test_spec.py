@@ -4,9 +4,9 @@ import pytest
 import torch
 from hypothesis import given
 
-from harness.build import eager_check
+from harness.stages.build import eager_check
 from harness.spec import CaseError, ConvCase, load_cases
-from harness.strategies import mixed_cases
+from harness.generation.strategies import mixed_cases
 
 SEED_VALID = ConvCase(dim=2, in_channels=3, out_channels=64, kernel_size=3, padding="valid",
                       input_shape=(1, 3, 224, 224))

@@ -1,9 +1,9 @@
 import pytest
 from hypothesis import find, given, settings
 
-from harness.build import eager_check
-from harness.generate import generate
-from harness.strategies import conv_cases, mixed_cases, quant_cases
+from harness.stages.build import eager_check
+from harness.generation.generate import generate
+from harness.generation.strategies import conv_cases, mixed_cases, quant_cases
 
 
 @given(mixed_cases())

@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-from harness import matrix, runner
+from harness.results import matrix
+from harness.run import runner
 from harness.runtimes import vulkan
 from harness.spec import ConvCase
 

@@ -5,7 +5,7 @@ import ctypes
 import os
 import time
 
-from harness import workers
+from harness.run import workers
 
 
 def _cell(task):

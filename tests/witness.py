@@ -1,7 +1,7 @@
 """What really happens to a lowered program, found without the harness's execute/compare code:
 the tests use it to check that a cell's status is honest, whatever the delegate does.
 
-Only the case -> module/inputs definition (harness.build, pinned by test_dtypes) and the
+Only the case -> module/inputs definition (harness.stages.build, pinned by test_dtypes) and the
 lowering (what is under test) are shared with the harness; running the program and judging it
 are written here again, from the README's policy.
 """
@@ -26,7 +26,7 @@ def execute_and_judge(pte: bytes, case) -> Witnessed:
     the eager float32 module (fp32 cases only)."""
     from executorch.extension.pybindings.portable_lib import _load_for_executorch_from_buffer
 
-    from harness.build import build_module, make_inputs
+    from harness.stages.build import build_module, make_inputs
 
     assert case.dtype == "float32" and case.quant is None, "fp32 cases only"
     module, inputs = build_module(case), make_inputs(case)

@@ -10,8 +10,11 @@ import logging
 import sys
 import warnings
 
-from . import cases, native, results, run
-from .common import EXIT_USAGE, Parser, UsageError
+from harness.cli import cases
+from harness.cli import native
+from harness.cli import results
+from harness.cli import run
+from harness.cli.common import EXIT_USAGE, Parser, UsageError
 
 
 def build_parser() -> Parser:

@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from .common import EXIT_OK, Parser, UsageError
+from harness.cli.common import EXIT_OK, Parser, UsageError
 
 
 def add_parsers(sub) -> None:
@@ -32,8 +32,8 @@ def add_parsers(sub) -> None:
 
 
 def cmd_from_model(args) -> int:
-    from ..from_model import FromModelError, from_model, parse_shape
-    from ..matrix import atomic_write
+    from harness.generation.from_model import FromModelError, from_model, parse_shape
+    from harness.runfolder import atomic_write
 
     if args.out.exists() and not args.overwrite:
         raise UsageError(f"{args.out} already exists; use --overwrite to replace it")

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
+
+from harness.runfolder import RunFolder
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 
@@ -19,7 +20,7 @@ class Parser(argparse.ArgumentParser):
 
 
 def read_matrix(path: Path):
-    from .. import matrix
+    from harness.results import matrix
 
     try:
         return matrix.read(path)
@@ -28,7 +29,7 @@ def read_matrix(path: Path):
 
 
 def print_summary(df, out: Path) -> None:
-    from .. import matrix
+    from harness.results import matrix
 
     print()
     print(matrix.status_counts(df).to_string())
@@ -40,29 +41,26 @@ def print_summary(df, out: Path) -> None:
         print(agree.to_string(index=False))
     for line in matrix.isolation_lines(df):
         print(f"isolation finding: {line}")
-    skew = _vulkan_header(out).get("skew_note")
+    skew = (RunFolder(out).header_or_empty().get("vulkan") or {}).get("skew_note")
     failed = df[(df.backend == "vulkan") & df.status.isin(["RUNTIME_ERROR", "CRASH", "MISMATCH"])]
     if skew and len(failed):
         print(f"note: {len(failed)} Vulkan cell(s) failed at runtime; {skew}")
     print(f"{len(df)} cells -> {out / 'matrix.csv'}")
 
 
-def _vulkan_header(out: Path) -> dict:
-    try:
-        return json.loads((out / "run.json").read_text()).get("vulkan") or {}
-    except (OSError, ValueError):
-        return {}
-
-
 def write_report(out: Path, html: bool = True, verdict=None, first_seen=None) -> None:
-    """Everything derived from the matrix: repro scripts, findings, junit.xml, report.html."""
-    from .. import findings, junit, matrix, report, repro
+    """Everything derived from the run's cells (read once), with its findings computed once:
+    repro scripts, findings.json/md, junit.xml, report.html."""
+    from harness.record import CellResult
+    from harness.results import findings, junit, matrix, report, repro
 
     df = matrix.read(out)
+    cells = [CellResult.from_row(r) for r in df.to_dict(orient="records")]
     scripts = repro.write_for_run(out, df) if html else 0
-    found = findings.write(out, df, first_seen)
+    found = findings.find(cells, out, first_seen)
+    findings.write(out, cells, found)
     junit.write(out, df, verdict)
     print(f"{len(found)} findings -> {out / 'findings.md'}; junit -> {out / 'junit.xml'}")
     if html:
-        path = report.write(out)
+        path = report.write(out, df, RunFolder(out).header_or_empty(), found)
         print(f"report -> {path} ({scripts} repro scripts in {out / 'repro'})")

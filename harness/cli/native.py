@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from .common import EXIT_OK, Parser, UsageError, print_summary, write_report
+from harness.cli.common import EXIT_OK, Parser, UsageError, print_summary, write_report
 
 
 def add_parsers(sub) -> None:
@@ -31,15 +31,21 @@ def add_parsers(sub) -> None:
                    "$CONVCONF_EXECUTORCH_SRC, else a git fetch of the wheel's commit)")
     b.add_argument("--jobs", type=int, help="parallel compile jobs (default: cores)")
     b.add_argument("--cache", dest="cache_dir", help="cache folder (default: $CONVCONF_CACHE)")
+    b.add_argument("--patch", dest="patches", action="append", default=[], metavar="NAME",
+                   help="apply this source patch (a runtime bug fix, see `runtime patches`) "
+                        "before building; repeat for several. A patched plug-in is cached apart "
+                        "from the stock one")
     b.set_defaults(func=cmd_runtime_build)
+    pa = rts.add_parser("patches", help="the source patches `runtime build --patch` can apply")
+    pa.set_defaults(func=cmd_runtime_patches)
     st = rts.add_parser("status", help="installed plug-ins, registered backends, Vulkan device")
     st.add_argument("--cache", dest="cache_dir")
     st.set_defaults(func=cmd_runtime_status)
 
 
 def cmd_bundle(args) -> int:
-    from ..bundle import BundleError, write
-    from ..status import Status
+    from harness.run.bundle import BundleError, write
+    from harness.status import Status
 
     unknown = [s for s in args.select or [] if s not in {x.value for x in Status}]
     if unknown:
@@ -55,8 +61,8 @@ def cmd_bundle(args) -> int:
 
 
 def cmd_ingest(args) -> int:
-    from .. import matrix
-    from ..ingest import IngestError, ingest
+    from harness.results import matrix
+    from harness.run.ingest import IngestError, ingest
 
     try:
         rows, device = ingest(args.run_dir, args.results, args.device_name)
@@ -70,11 +76,16 @@ def cmd_ingest(args) -> int:
 
 
 def cmd_runtime_build(args) -> int:
-    from ..runtimes import RuntimeBuildError, vulkan
+    from harness.runtimes import RuntimeBuildError, patching, vulkan
 
     try:
+        patching.resolve(args.patches)  # an unknown name: one line, before any work
+    except RuntimeBuildError as e:
+        raise UsageError(f"runtime build: {e}") from None
+    try:
         m = vulkan.build(args.source, args.jobs, args.cache_dir,
-                         log=lambda line: print(f"runtime build: {line}", file=sys.stderr))
+                         log=lambda line: print(f"runtime build: {line}", file=sys.stderr),
+                         patches=tuple(args.patches))
     except RuntimeBuildError as e:
         raise UsageError(str(e)) from None
     how = "cache hit" if m.cached else f"built in {m.build_seconds:g} s {m.phase_seconds}"
@@ -83,13 +94,28 @@ def cmd_runtime_build(args) -> int:
                          f"{m.extra.get('runner_missing', '?')} (the plug-in was built: {m.library})")
     what = m.runner if args.name == "runner" else m.library
     print(f"{what} ({how}; source {m.source_commit[:12]}, sha256 {m.library_sha256[:16]})")
+    if m.patches:
+        print(f"source {m.describe_patches()}")
     if m.skew_note:
         print(f"note: {m.skew_note}")
     return EXIT_OK
 
 
+def cmd_runtime_patches(args) -> int:
+    from harness.runtimes import patching
+
+    found = patching.list_patches()
+    for p in found:
+        variants = f"; variants for {', '.join(p.variants)}" if p.variants else ""
+        print(f"{p.name}: {p.summary}")
+        print(f"  trees: {', '.join(p.trees) or 'not said'}{variants}")
+    if not found:
+        print(f"no source patches in {patching.PATCH_DIR}")
+    return EXIT_OK
+
+
 def cmd_runtime_status(args) -> int:
-    from ..runtimes.load import status_lines
+    from harness.runtimes.load import status_lines
 
     print("\n".join(status_lines(args.cache_dir)))
     return EXIT_OK

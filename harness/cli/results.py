@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .common import (EXIT_FINDINGS, EXIT_OK, UsageError, print_summary, read_matrix,
+from harness.cli.common import (EXIT_FINDINGS, EXIT_OK, UsageError, print_summary, read_matrix,
                      write_report)
 
 
@@ -59,7 +59,7 @@ def add_parsers(sub) -> None:
 
 
 def cmd_merge(args) -> int:
-    from ..merge import MergeError, merge
+    from harness.run.merge import MergeError, merge
 
     try:
         n = merge(args.dirs, args.out)
@@ -80,7 +80,7 @@ def cmd_report(args) -> int:
 def cmd_expect(args) -> int:
     import json
 
-    from ..baseline import expectations
+    from harness.results.baseline import expectations
 
     read_matrix(args.dir)  # a bad folder is one line
     known = expectations(args.dir)
@@ -90,16 +90,15 @@ def cmd_expect(args) -> int:
 
 
 def cmd_corpus(args) -> int:
-    import json
-
-    from ..corpus import check
-    from ..spec import CaseError
+    from harness.results.corpus import check
+    from harness.runfolder import RunFolder
+    from harness.spec import CaseError
 
     df = read_matrix(args.dir)
     try:
-        header = json.loads((args.dir / "run.json").read_text())
-    except (OSError, ValueError):
-        raise UsageError(f"{args.dir}: no readable run.json (not a run folder)") from None
+        header = RunFolder(args.dir).header()
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     release = header.get("versions", {}).get("executorch", "?")
     paths = args.cases or [Path(p) for p in header.get("case_files") or []]
     if not paths:
@@ -116,21 +115,24 @@ def cmd_corpus(args) -> int:
 
 
 def cmd_shrink(args) -> int:
-    from .. import runner
-    from ..shrink import shrink_all
+    from harness.run import runner
+    from harness.run.shrink import shrink_all
 
     df = read_matrix(args.dir)
-    if not (args.dir / "run.json").exists():
-        raise UsageError(f"{args.dir}: not a convconf run folder (no run.json)")
-    config, _ = runner.load_run(args.dir)
+    try:
+        config, _ = runner.load_run(args.dir)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     shrink_all(args.dir, df, args.seconds, config.vulkan_runtime, config.cache_dir, config.timeout)
     write_report(args.dir)
     return EXIT_OK
 
 
 def cmd_repro(args) -> int:
-    from .. import backends, fixes as fix_registry, repro
-    from ..report import repro_name
+    from harness.stages import backends
+    from harness.stages import fixes as fix_registry
+    from harness.results import repro
+    from harness.runfolder import RunFolder
 
     try:
         backends.get(args.backend)
@@ -149,16 +151,15 @@ def cmd_repro(args) -> int:
             status, message = hit.iloc[0]["status"], hit.iloc[0]["message"] or ""
     text = repro.script(cases[args.case_id], args.backend, fixes, status, message,
                         repro.run_runtime_library(args.dir))
-    out = args.dir / "repro"
-    out.mkdir(exist_ok=True)
-    path = out / repro_name(args.case_id, args.backend, fixes)
+    path = RunFolder(args.dir).repro_path(args.case_id, args.backend, fixes)
+    path.parent.mkdir(exist_ok=True)
     path.write_text(text)
     print(path)
     return EXIT_OK
 
 
 def cmd_releases(args) -> int:
-    from .. import releases
+    from harness.results import releases
 
     dirs = [args.old, args.new, *args.more]
     try:
@@ -179,7 +180,7 @@ def cmd_releases(args) -> int:
 
 
 def cmd_diff(args) -> int:
-    from ..diff import diff, lanes
+    from harness.results.diff import diff, lanes
 
     if args.more or args.releases:
         if args.lanes:

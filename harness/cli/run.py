@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from .common import EXIT_FINDINGS, EXIT_OK, UsageError, print_summary, write_report
+from harness.cli.common import EXIT_FINDINGS, EXIT_OK, UsageError, print_summary, write_report
 
 
 def add_parsers(sub) -> None:
@@ -46,16 +46,17 @@ def add_parsers(sub) -> None:
 
 
 def cmd_run(args) -> int:
-    from .. import generate, runner
-    from ..cache import default_dir
-    from ..runtimes import RuntimeBuildError
-    from ..runtimes.load import resolve as resolve_runtime
-    from ..spec import CaseError, load_cases
+    from harness.generation import generate
+    from harness.run import runner
+    from harness.stages.cache import default_dir
+    from harness.runtimes import RuntimeBuildError
+    from harness.runtimes.load import resolve as resolve_runtime
+    from harness.spec import CaseError, load_cases
 
     # Everything that can be wrong with the input is checked before the run folder is touched.
     base = None
     if args.baseline:
-        from ..baseline import load as load_baseline
+        from harness.results.baseline import load as load_baseline
 
         try:
             base = load_baseline(args.baseline)
@@ -63,21 +64,22 @@ def cmd_run(args) -> int:
             raise UsageError(str(e)) from None
     if args.resume:
         out = args.resume
-        if not (out / "run.json").exists() or not (out / "cases.json").exists():
-            raise UsageError(f"--resume {out}: not a convconf run folder (no run.json/cases.json)")
-        config, cases = runner.load_run(out)
+        try:
+            config, cases = runner.load_run(out)
+        except ValueError as e:  # RunFolderError: which file is missing or unreadable
+            raise UsageError(f"--resume {out}: {e}") from None
         if args.jobs:
             config.jobs = args.jobs
         if config.vulkan_runtime and not Path(config.vulkan_runtime).is_file():
             raise UsageError(f"--resume {out}: its Vulkan runtime {config.vulkan_runtime} is gone")
-        from .. import journal
+        from harness.run import journal
 
         read = journal.read(out / "journal.jsonl")
         for problem in read.problems:
             print(f"convconf: warning: {problem}", file=sys.stderr)
         if read.problems:
             journal.Journal(out / "journal.jsonl").mend(read)
-        from ..record import CellResult
+        from harness.record import CellResult
 
         done_rows = [CellResult.from_row(r) for r in read.rows]
         print(f"resuming {out}: {len(done_rows)} cells already done", file=sys.stderr)
@@ -104,7 +106,7 @@ def cmd_run(args) -> int:
         if n < 0:
             raise UsageError("run: --max-examples must be >= 0")
         if args.shard:
-            from ..shard import parse as parse_shard
+            from harness.run.shard import parse as parse_shard
 
             try:
                 parse_shard(args.shard)
@@ -131,13 +133,13 @@ def cmd_run(args) -> int:
     print_summary(df, out)
     shrunk = None
     if args.shrink > 0:
-        from ..shrink import shrink_all
+        from harness.run.shrink import shrink_all
 
         shrunk = shrink_all(out, df, args.shrink, config.vulkan_runtime, config.cache_dir,
                             config.timeout)
     verdict = None
     if base is not None:
-        from ..baseline import classify
+        from harness.results.baseline import classify
 
         verdict = classify(df, base)
         new = verdict[verdict.str.startswith(("new", "regressed"))]
@@ -148,14 +150,14 @@ def cmd_run(args) -> int:
     write_report(out, html=not args.no_report, verdict=verdict,
                  first_seen=base.first_seen if base else None)
     if args.save_failures:
-        from ..corpus import save_failures
+        from harness.results.corpus import save_failures
 
         added = save_failures(df, cases, args.save_failures, shrunk)
         print(f"{args.save_failures}: {added} new failing case(s) added")
     if verdict is not None:
         return EXIT_FINDINGS if verdict.str.startswith(("new", "regressed")).any() else EXIT_OK
     if args.fail_on_mismatch:
-        from ..status import OK
+        from harness.status import OK
 
         if (~df["status"].isin([s.value for s in OK])).any():
             return EXIT_FINDINGS

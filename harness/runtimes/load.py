@@ -12,7 +12,8 @@ import contextlib
 import ctypes
 from pathlib import Path
 
-from . import RuntimeBuildError, vulkan
+from harness.runtimes import RuntimeBuildError
+from harness.runtimes import vulkan
 
 _LOADED: dict[str, str] = {}  # library path -> "" (loaded) in this process
 # What this process was told to execute the Vulkan lane with: unset (None) means "whatever is
@@ -48,18 +49,20 @@ def pybindings():
     return lib
 
 
+def registered_backends() -> tuple[str, ...]:
+    """What the runtime in this process can execute; detected, never assumed (asked anew each
+    time: loading a plug-in registers one more, and the question costs microseconds)."""
+    return tuple(pybindings()._get_registered_backend_names())
+
+
 def load(library: str | None) -> bool:
     """Load the plug-in into this process (once); True when VulkanBackend is registered after."""
     pybindings()  # first: see above
-
-    from ..backends.base import registered_runtime_backends
-
     global _CHOSEN
     _CHOSEN = library or ""
     if library and library not in _LOADED:
         ctypes.CDLL(library, mode=ctypes.RTLD_GLOBAL)
         _LOADED[library] = ""
-        registered_runtime_backends.cache_clear()
     return vulkan_enabled()
 
 
@@ -78,14 +81,12 @@ def use(library: str | None):
 
 
 def vulkan_enabled() -> bool:
-    from ..backends.base import registered_runtime_backends
-
-    return _CHOSEN != "" and vulkan.BACKEND in registered_runtime_backends()
+    return _CHOSEN != "" and vulkan.BACKEND in registered_backends()
 
 
 def describe(library: str | None, cache: str | None = None) -> dict:
     """The run header's record of the Vulkan runtime under test and the device it runs on."""
-    from .device import vulkan_devices
+    from harness.runtimes.device import vulkan_devices
 
     devices, problem = vulkan_devices()
     info: dict = {"library": library, "devices": devices, "device_problem": problem}
@@ -99,9 +100,8 @@ def describe(library: str | None, cache: str | None = None) -> dict:
 
 def status_lines(cache: str | None = None) -> list[str]:
     """``harness runtime status``: what is built, what the runtime registers, the device."""
-    from ..backends.base import registered_runtime_backends
-    from .device import describe as describe_device, vulkan_devices
-    from .wheel import installed as installed_wheel
+    from harness.runtimes.device import describe as describe_device, vulkan_devices
+    from harness.runtimes.wheel import installed as installed_wheel
 
     lines = []
     try:
@@ -109,7 +109,7 @@ def status_lines(cache: str | None = None) -> list[str]:
         lines.append(f"executorch {wheel.version} (commit {wheel.git_version[:12]}) at {wheel.root}")
     except RuntimeBuildError as e:
         return [f"executorch: {e}"]
-    lines.append(f"registered in the wheel: {', '.join(registered_runtime_backends())}")
+    lines.append(f"registered in the wheel: {', '.join(registered_backends())}")
     found = vulkan.installed(cache)
     if found:
         lines.append(f"vulkan plug-in: {found.library} ({found.library_bytes / 2**20:.1f} MiB, "
@@ -124,6 +124,11 @@ def status_lines(cache: str | None = None) -> list[str]:
     else:
         lines.append("vulkan plug-in: not built for this wheel (python -m harness runtime build "
                      "vulkan); the Vulkan lane is NO_RUNTIME")
+    for m in vulkan.built(cache):  # patched builds: --vulkan-runtime PATH runs them
+        if m.patches and m.executorch_version == wheel.version \
+                and m.executorch_git_version == wheel.git_version:
+            lines.append(f"vulkan plug-in, {m.describe_patches()}: {m.library} (source "
+                         f"{m.source_commit[:12]}, sha256 {m.library_sha256[:16]})")
     devices, problem = vulkan_devices()
     for i, dev in enumerate(devices):
         lines.append(f"vulkan device {i}: {describe_device(dev)}")

@@ -22,8 +22,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import RuntimeBuildError
-from .wheel import Wheel
+from harness.runtimes import RuntimeBuildError
+from harness.runtimes.wheel import Wheel
 
 ENV = "CONVCONF_EXECUTORCH_SRC"
 # What the plug-in build compiles; all a git fetch needs to bring.

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from . import RuntimeBuildError
+from harness.runtimes import RuntimeBuildError
 
 # Build tools and the CPU Vulkan device (Mesa lavapipe) + loader + vulkaninfo.
 BUILD_PACKAGES = ("cmake", "ninja-build", "g++", "flatbuffers-compiler", "libflatbuffers-dev",

@@ -2,8 +2,19 @@
 
 Cached as ``<cache>/runtimes/<executorch version>-<source commit[:12]>/`` holding the library and
 ``manifest.json`` (source commit and skew, glslc version, build seconds, library sha256, ...).
-A build whose inputs (wheel, source digest, CMake project, toolchain) match a manifest whose
-library still has its recorded sha256 is a cache hit and compiles nothing.
+A build whose inputs (wheel, source digest, CMake project, toolchain, source patches) match a
+manifest whose library still has its recorded sha256 is a cache hit and compiles nothing.
+
+Source patches (``patching``, ``patches/*.diff``: fixes for runtime bugs) make a separate
+plug-in, ``<version>-<commit12>-p<digest8>/``, whose manifest lists them (name, file, sha256).
+
+Build trees: ``<cache>/runtimes/build/<version>-<commit12>/`` is the one place where every patch
+set of one (wheel, source) is built: CMake writes absolute paths into every ninja command, so
+only a tree at the same path can reuse another's objects. The trees of the other sets are
+parked beside it (``...-stock/``, ``...-p<digest8>/``) and swapped in by a rename; a patch
+set's first build starts from a copy of the stock tree, so ninja recompiles only the files the
+patches touched (the patched files are newer than the objects, the others keep the tarball's
+mtimes). ``tree.txt`` in a tree names the set it belongs to.
 """
 
 from __future__ import annotations
@@ -20,7 +31,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from . import NATIVE, RuntimeBuildError, cache_root, source as source_mod, toolchain, wheel as wheel_mod
+from harness.runtimes import (NATIVE, RuntimeBuildError, cache_root, patching,
+                              source as source_mod, toolchain, wheel as wheel_mod)
 
 LIBRARY = "libexecutorch_backend_vulkan.so"
 RUNNER = "convconf_runner"  # native runner (runner.cpp) for programs run on another machine
@@ -52,6 +64,8 @@ class Manifest:
     inputs_key: str
     cached: bool = False          # set on a cache hit (not stored)
     extra: dict = field(default_factory=dict)
+    # source patches applied before the build, in order: {"name", "file", "sha256", "files"}
+    patches: list = field(default_factory=list)
 
     @classmethod
     def read(cls, path: Path) -> "Manifest | None":
@@ -66,12 +80,24 @@ class Manifest:
         data.pop("cached")
         Path(path).write_text(json.dumps(data, indent=1) + "\n")
 
+    @property
+    def patch_names(self) -> list[str]:
+        return [p["name"] for p in self.patches]
+
+    def describe_patches(self) -> str:
+        """'stock' or 'patched: NAME (sha256 prefix), ...' for headers and logs."""
+        if not self.patches:
+            return "stock (no source patches)"
+        return "patched: " + ", ".join(f"{p['name']} ({p['sha256'][:12]})" for p in self.patches)
+
     def summary(self) -> dict:
         """What a run header records about the runtime under test."""
         return {"library": self.library, "library_sha256": self.library_sha256[:16],
                 "source_commit": self.source_commit, "source_exact": self.source_exact,
                 "skew_note": self.skew_note, "executorch_version": self.executorch_version,
-                "glslc_version": self.glslc_version}
+                "glslc_version": self.glslc_version,
+                "patches": [{"name": p["name"], "file": p.get("file", ""),
+                             "sha256": p["sha256"][:16]} for p in self.patches]}
 
 
 def _sha256(path: Path) -> str:
@@ -82,12 +108,19 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _inputs_key(wheel, src) -> str:
+def _inputs_key(wheel, src, applied: list | None = None) -> str:
     recipe = b"".join(p.read_bytes() for p in sorted(NATIVE.iterdir()) if p.is_file())
-    material = json.dumps([BUILDER_VERSION, wheel.version, wheel.git_version, src.commit,
-                           src.digest, hashlib.sha256(recipe).hexdigest(),
-                           toolchain.TOOLCHAIN_VERSION])
-    return hashlib.sha256(material.encode()).hexdigest()[:24]
+    inputs = [BUILDER_VERSION, wheel.version, wheel.git_version, src.commit, src.digest,
+              hashlib.sha256(recipe).hexdigest(), toolchain.TOOLCHAIN_VERSION]
+    if applied:  # stock keys stay what they were before patches existed
+        inputs.append([[a["name"], a["sha256"]] for a in applied])
+    return hashlib.sha256(json.dumps(inputs).encode()).hexdigest()[:24]
+
+
+def dest_name(wheel, src, applied: list | None = None) -> str:
+    """The cache folder of the plug-in built from ``src`` (with the ``applied`` patches)."""
+    base = f"{wheel.version}-{src.commit[:12]}"
+    return f"{base}-p{patching.digest(applied)[:8]}" if applied else base
 
 
 def runtimes_dir(cache: str | None = None) -> Path:
@@ -95,22 +128,30 @@ def runtimes_dir(cache: str | None = None) -> Path:
 
 
 def build(source: str | None = None, jobs: int | None = None, cache: str | None = None,
-          log: Callable[[str], None] = print) -> Manifest:
-    """Build (or find in the cache) the plug-in for the installed wheel. Concurrent callers
-    (pytest-xdist workers, parallel CI jobs) wait for one build and then hit its cache."""
+          log: Callable[[str], None] = print, patches: tuple[str, ...] = ()) -> Manifest:
+    """Build (or find in the cache) the plug-in for the installed wheel, with the named source
+    ``patches`` (``patching.list_patches()``) applied. Concurrent callers (pytest-xdist
+    workers, parallel CI jobs) wait for one build and then hit its cache. An unknown patch, or
+    one that does not apply to the source, is a RuntimeBuildError before anything is built."""
+    chosen = patching.resolve(patches)
     wheel = wheel_mod.installed()
     root = runtimes_dir(cache)
     src = source_mod.resolve(source, wheel, root / "sources" / wheel.git_version[:12])
     root.mkdir(parents=True, exist_ok=True)
     with open(root / ".build.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        return _build_locked(wheel, src, root, jobs, cache, log)
+        return _build_locked(wheel, src, root, jobs, cache, log, chosen)
 
 
-def _build_locked(wheel, src, root: Path, jobs, cache, log) -> Manifest:
+def _source_label(src) -> str:
+    return f"{Path(src.origin).name} (commit {src.commit[:12]})"
+
+
+def _build_locked(wheel, src, root: Path, jobs, cache, log, chosen=()) -> Manifest:
     t_all = time.perf_counter()
-    key = _inputs_key(wheel, src)
-    dest = root / f"{wheel.version}-{src.commit[:12]}"
+    applied = [p.applied(src.commit) for p in chosen]
+    key = _inputs_key(wheel, src, applied)
+    dest = root / dest_name(wheel, src, applied)
     found = Manifest.read(dest / "manifest.json")
     if found and found.inputs_key == key and Path(found.library).exists() \
             and _sha256(Path(found.library)) == found.library_sha256:
@@ -119,6 +160,18 @@ def _build_locked(wheel, src, root: Path, jobs, cache, log) -> Manifest:
 
     jobs = jobs or len(os.sched_getaffinity(0))
     phases: dict = {}
+    # The source first, patched: a patch that does not apply stops here, before apt, the
+    # toolchain or any build tree is touched.
+    t = time.perf_counter()
+    staged_src = root / "build" / f".src-{dest.name}.tmp"
+    src.extract(staged_src)
+    try:
+        applied = [patching.apply(p, staged_src / "executorch", src.commit, _source_label(src))
+                   for p in chosen]
+    except RuntimeBuildError:
+        shutil.rmtree(staged_src, ignore_errors=True)
+        raise
+    phases["source"] = round(time.perf_counter() - t, 1)
     t = time.perf_counter()
     installed = toolchain.ensure_packages(toolchain.BUILD_PACKAGES, log)
     phases["apt"] = round(time.perf_counter() - t, 1)
@@ -126,8 +179,13 @@ def _build_locked(wheel, src, root: Path, jobs, cache, log) -> Manifest:
     tc = toolchain.ensure_next_release_tools(cache_root(cache), log)
     phases["toolchain"] = round(time.perf_counter() - t, 1)
 
-    work = root / "build" / dest.name  # per wheel+source: a changed recipe rebuilds incrementally
-    src.extract(work / "src")
+    # per wheel+source(+patch set): a changed recipe or patch rebuilds incrementally
+    t = time.perf_counter()
+    work, how = _checkout_tree(root / "build", f"{wheel.version}-{src.commit[:12]}", dest.name,
+                               log)
+    phases["tree"] = round(time.perf_counter() - t, 1)
+    shutil.rmtree(work / "src", ignore_errors=True)
+    os.rename(staged_src, work / "src")
     build_dir = work / "cmake"
     recipe = _stage_recipe(work / "native", build_dir)
     configure = ["cmake", "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release", str(recipe),
@@ -146,11 +204,11 @@ def _build_locked(wheel, src, root: Path, jobs, cache, log) -> Manifest:
         _run(cmd, build_dir, build_dir / f"{phase}.log")
         phases[phase] = round(time.perf_counter() - t, 1)
 
-    built = build_dir / LIBRARY
+    library_built = build_dir / LIBRARY
     staging = root / f".{dest.name}.tmp"
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
-    shutil.copy2(built, staging / LIBRARY)
+    shutil.copy2(library_built, staging / LIBRARY)
     runner_missing = _runner_missing(build_dir)
     if not runner_missing:
         shutil.copy2(build_dir / RUNNER, staging / RUNNER)
@@ -167,7 +225,8 @@ def _build_locked(wheel, src, root: Path, jobs, cache, log) -> Manifest:
         skew_note=src.skew_note(wheel), glslc_version=tc.glslc_version(),
         toolchain_packages=tc.packages(), build_seconds=0.0, phase_seconds=phases, jobs=jobs,
         built_at=time.strftime("%Y-%m-%d %H:%M:%S"), inputs_key=key,
-        extra={"apt_installed": installed, "runner_missing": runner_missing})
+        extra={"apt_installed": installed, "runner_missing": runner_missing, "build_tree": how},
+        patches=applied)
     check = registers(staging / LIBRARY)
     if check:
         raise RuntimeBuildError(f"built {LIBRARY} but it does not register {BACKEND}: {check}")
@@ -177,6 +236,65 @@ def _build_locked(wheel, src, root: Path, jobs, cache, log) -> Manifest:
     os.rename(staging, dest)
     shutil.rmtree(work / "src", ignore_errors=True)  # keep the cmake tree: incremental rebuilds
     return manifest
+
+
+TREE_OWNER = "tree.txt"  # in a build tree: the cache folder name of the set it belongs to
+
+
+def _owner(tree: Path, stock: str) -> str | None:
+    """Whose build tree ``tree`` is (None: there is none). A tree from before patches existed
+    has no tree.txt: it is the stock one."""
+    if not tree.is_dir():
+        return None
+    marker = tree / TREE_OWNER
+    return marker.read_text().strip() if marker.exists() else stock
+
+
+def _copy_tree(src: Path, dest: Path) -> None:
+    """Copy a build tree keeping mtimes (ninja compares them) and links; atomic by rename."""
+    tmp = dest.with_name(dest.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(src, tmp, symlinks=True,  # not the sources: each build extracts its own
+                    ignore=lambda folder, names: ["src"] if Path(folder) == src else [])
+    shutil.rmtree(dest, ignore_errors=True)
+    os.rename(tmp, dest)
+
+
+def _checkout_tree(build_root: Path, stock: str, want: str, log=print) -> tuple[Path, str]:
+    """Put the build tree of patch set ``want`` (a cache folder name; ``stock`` for no
+    patches) at ``build_root/stock`` -- the one path every set of this wheel+source is built
+    at -- parking the tree that was there as ``build_root/<its set>`` (the stock one as
+    ``<stock>-stock``). A set without a tree of its own starts from a copy of the stock tree.
+    -> (the tree, how it was obtained)."""
+    slot = build_root / stock
+
+    def park(name: str) -> Path:
+        return build_root / (f"{stock}-stock" if name == stock else name)
+
+    have = _owner(slot, stock)
+    if have == want:
+        return slot, "in place"
+    how = ""
+    if have is not None:
+        if have == stock and want != stock and not park(want).is_dir():
+            _copy_tree(slot, park(stock))  # the stock tree stays; the slot keeps its objects
+            (slot / TREE_OWNER).write_text(want + "\n")
+            log(f"build tree: {want} starts from a copy of the stock tree's objects")
+            return slot, "seeded from the stock tree"
+        shutil.rmtree(park(have), ignore_errors=True)
+        os.rename(slot, park(have))
+    if park(want).is_dir():
+        os.rename(park(want), slot)
+        how = "its own tree"
+    elif want != stock and park(stock).is_dir():
+        _copy_tree(park(stock), slot)
+        log(f"build tree: {want} starts from a copy of the stock tree's objects")
+        how = "seeded from the stock tree"
+    else:
+        slot.mkdir(parents=True, exist_ok=True)
+        how = "cold"
+    (slot / TREE_OWNER).write_text(want + "\n")
+    return slot, how
 
 
 def _runner_missing(build_dir: Path) -> str:
@@ -226,16 +344,23 @@ def registers(library: Path) -> str:
     return "" if BACKEND in done.stdout else f"registered: {done.stdout.strip()}"
 
 
-def installed(cache: str | None = None) -> Manifest | None:
-    """The plug-in built for the installed wheel (its own commit preferred, then the newest)."""
+def installed(cache: str | None = None, patches=()) -> Manifest | None:
+    """The plug-in built for the installed wheel (its own commit preferred, then the newest)
+    with exactly the named source ``patches`` (default: none, the stock plug-in)."""
     try:
         wheel = wheel_mod.installed()
     except RuntimeBuildError:
         return None
-    found = [m for m in (Manifest.read(p) for p in runtimes_dir(cache).glob("*/manifest.json"))
-             if m and m.executorch_version == wheel.version
-             and m.executorch_git_version == wheel.git_version and Path(m.library).exists()]
+    want = sorted(set(patches or ()))
+    found = [m for m in built(cache) if m.executorch_version == wheel.version
+             and m.executorch_git_version == wheel.git_version and sorted(m.patch_names) == want]
     return max(found, key=lambda m: (m.source_exact, m.built_at)) if found else None
+
+
+def built(cache: str | None = None) -> list[Manifest]:
+    """Every plug-in in the cache whose library is there (stock and patched, any wheel)."""
+    found = (Manifest.read(p) for p in sorted(runtimes_dir(cache).glob("*/manifest.json")))
+    return [m for m in found if m and Path(m.library).exists()]
 
 
 def for_library(path: Path) -> Manifest | None:

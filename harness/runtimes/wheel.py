@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, metadata, version
 from pathlib import Path
 
-from . import RuntimeBuildError
+from harness.runtimes import RuntimeBuildError
 
 
 @dataclass(frozen=True)

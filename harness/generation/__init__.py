@@ -1,0 +1,1 @@
+"""Case generation: Hypothesis strategies, seeded generation, cases read off real models."""

@@ -1,0 +1,136 @@
+"""Hypothesis strategies for ConvCase: only configurations eager PyTorch accepts.
+
+Constraints are built in rather than filtered (``assume`` would waste most draws): groups divide
+both channel counts, "same" only with stride 1, output_padding < max(stride, dilation), input
+sizes chosen so the output is non-empty and a reflect/circular pad fits the input (spec.py's
+rules). Shrinking goes towards 1d, float32, zeros padding, batch 1, not transposed, small
+channels, kernel 1, stride 1, padding 0 -- the simplest conv: every ``sampled_from`` lists its
+simplest value first (a repeated value weights the draw).
+
+Nothing is left out because a delegate lacks it (Vulkan documents batch 1 and no transposed
+dilation; neither lowers 3d everywhere): those cells say so in their status.
+"""
+
+from __future__ import annotations
+
+import math
+
+from hypothesis import strategies as st
+
+from harness.spec import ConvCase, min_input_size, same_pads
+
+MAX_KERNEL = 5
+# 3d cells execute on a CPU Vulkan device (lavapipe) too: kernel, dilation and spatial sizes stay
+# a few elements.
+SMALL_3D = {"kernel": 3, "dilation": 2, "extra_size": 3}
+DTYPES = ["float32", "float32", "float16", "bfloat16"]
+PADDING_MODES = ["zeros", "zeros", "reflect", "replicate", "circular"]
+# Batch > 1 fails every Vulkan 2d cell (batch 1 only): kept to about a quarter of the cases so
+# that it does not hide what else a lane does. 3d is the costliest cell: weighted half of 1d/2d.
+BATCHES = [1, 1, 1, 1, 1, 2, 3]
+DIM_WEIGHTS = {1: 2, 2: 2, 3: 1}
+
+
+@st.composite
+def _per_dim(draw, dim: int, values: st.SearchStrategy, spell_short: bool = True):
+    """An int, a full-rank tuple, or a length-1 tuple -- the three ways to spell it."""
+    kind = draw(st.sampled_from(["int", "tuple", "list1"] if spell_short else ["int", "tuple"]))
+    if kind == "int":
+        return draw(values)
+    if kind == "list1":
+        return (draw(values),)
+    return tuple(draw(values) for _ in range(dim))
+
+
+def spatial(v, dim: int) -> tuple:
+    """An int or per-dim tuple as a full-rank tuple (a length-1 tuple broadcast)."""
+    items = v if isinstance(v, tuple) else (v,)
+    return items * dim if len(items) == 1 else items
+
+
+@st.composite
+def conv_cases(draw, *, dims=(1, 2, 3), quant=st.just(None), transposed=st.booleans(),
+               max_channels_per_group: int = 4, batch=st.sampled_from(BATCHES),
+               dtypes=st.sampled_from(DTYPES), padding_modes=st.sampled_from(PADDING_MODES)):
+    dim = draw(st.sampled_from([d for d in dims for _ in range(DIM_WEIGHTS[d])]))
+    is_t = draw(transposed)
+    q = draw(quant)
+    # Drawn always, then overridden: a simpler case must not be one with fewer draws, or the
+    # shrinker (shortest choice sequence first) would prefer transposed or quantized cases.
+    dtype = draw(dtypes)
+    dtype = "float32" if q else dtype  # the quantizer takes float32
+    mode = draw(padding_modes)
+    mode = "zeros" if is_t else mode  # transposed: "zeros" only
+    groups = draw(st.sampled_from([1, 1, 2, 3, 4]))
+    in_per_group = draw(st.integers(1, max_channels_per_group))
+    depthwise = draw(st.booleans()) and not is_t
+    out_per_group = 1 if depthwise else draw(st.integers(1, max_channels_per_group))
+    in_ch, out_ch = groups * (1 if depthwise else in_per_group), groups * out_per_group
+
+    # A length-1 kernel_size is not a spelling of the same conv: nn.Conv2d(kernel_size=[3])
+    # builds a 3-d weight, so the kernel is an int or a full-rank tuple.
+    small = dim == 3
+    kernel = draw(_per_dim(dim, st.integers(1, SMALL_3D["kernel"] if small else MAX_KERNEL),
+                           spell_short=False))
+    # Transposed with dilation > 1 too: the Vulkan runtime rejects it (its documented limit),
+    # which its cells report as what they are.
+    dilation = draw(_per_dim(dim, st.integers(1, SMALL_3D["dilation"] if small else 3)))
+
+    kinds = ["int", "tuple", "list1"] + ([] if is_t else ["valid", "same"])
+    if mode != "zeros" and dim > 1:
+        kinds.remove("list1")  # a mode pads through F.pad, which needs every dimension's pad
+    padding_kind = draw(st.sampled_from(kinds))
+    # Stride and a padding value are drawn for "valid"/"same" too, then overridden (as dtype and
+    # mode above): with fewer draws, the shrinker would prefer a string padding to padding 0.
+    stride = draw(_per_dim(dim, st.integers(1, 3)))
+    stride = 1 if padding_kind == "same" else stride
+    values = st.integers(0, 3)
+    padding = draw({"int": values, "list1": values.map(lambda p: (p,)),
+                    "tuple": st.tuples(*[values] * dim)}.get(padding_kind, values))
+    padding = padding_kind if padding_kind in ("valid", "same") else padding
+
+    k, s, d = spatial(kernel, dim), spatial(stride, dim), spatial(dilation, dim)
+    p = (0,) * dim if padding in ("valid", "same") else spatial(padding, dim)
+    output_padding = draw(_output_padding(dim, s, d)) if is_t else 0
+    sizes = []
+    for i in range(dim):
+        extent = d[i] * (k[i] - 1) + 1
+        if is_t:
+            # out = (L-1)*s - 2p + extent + output_padding > 0
+            low = max(1, math.ceil((2 * p[i] - extent + 1) / s[i]) + 1)
+        else:
+            low = max(1, extent - 2 * p[i]) if padding != "same" else 1
+            low = max(low, _fits_mode(mode, padding, extent, p[i]))
+        sizes.append(draw(st.integers(low, low + (SMALL_3D["extra_size"] if small else 8))))
+    return ConvCase(
+        dim=dim, transposed=is_t, in_channels=in_ch, out_channels=out_ch, kernel_size=kernel,
+        stride=stride, padding=padding, padding_mode=mode, dilation=dilation,
+        output_padding=output_padding, groups=groups, bias=draw(st.booleans()),
+        input_shape=(draw(batch), in_ch, *sizes), dtype=dtype, quant=q,
+    )
+
+
+def _output_padding(dim: int, stride: tuple, dilation: tuple) -> st.SearchStrategy:
+    """0 (first: the simplest), or a value < max(stride, dilation) per dimension, spelled as an
+    int, a full-rank tuple or a length-1 list like the other int-list arguments."""
+    limits = [max(si, di) - 1 for si, di in zip(stride, dilation, strict=True)]
+    common = st.integers(0, min(limits))
+    return st.one_of(st.just(0), common, common.map(lambda v: (v,)),
+                     st.tuples(*[st.integers(0, lim) for lim in limits]))
+
+
+def _fits_mode(mode: str, padding, extent: int, pad: int) -> int:
+    """The smallest input size ``mode`` accepts ("same" pads extent - 1 in all, the larger half
+    after)."""
+    return min_input_size(mode, same_pads(extent - 1)[1] if padding == "same" else pad)
+
+
+def quant_cases(schemes=("int8_per_tensor", "int8_per_channel")):
+    """Quantized cases (static int8 pt2e, float32 input). No transposed: neither quantizer
+    annotates it."""
+    return conv_cases(quant=st.sampled_from(schemes), transposed=st.just(False))
+
+
+def mixed_cases():
+    """The default generator of ``harness run``: fp32 and int8 cases together."""
+    return st.one_of(conv_cases(), quant_cases())

@@ -1,0 +1,71 @@
+"""Known failures: a baseline run folder or a committed expectations file.
+
+With ``harness run --baseline X`` a failing cell is *known* when its finding (findings.py id) is
+in the baseline, and *new* otherwise, or when the same cell passed in a baseline run (a
+regression, whatever its finding). Known failures are xfail in junit.xml; the exit code is 1
+only for new ones. An expectations file is what ``harness expect DIR --out FILE`` writes:
+``{"findings": {"F-...": "backend status: signature"}, "first_seen": {"F-...": when}}``; the
+nightly session uses cases/expectations/nightly.json.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from harness.results import findings
+from harness.results import matrix
+
+
+class BaselineError(ValueError):
+    pass
+
+
+@dataclass
+class Baseline:
+    source: str
+    finding_ids: set = field(default_factory=set)
+    passed: set = field(default_factory=set)  # (case_id, backend, fixes) that passed there
+    first_seen: dict = field(default_factory=dict)  # finding id -> when it was first seen
+
+
+def load(path: Path) -> Baseline:
+    if path.is_dir():
+        df = matrix.read(path)  # ValueError names the file
+        ids = {f.id for f in findings.find(df)}
+        ok = df[df["status"] == "PASS"]
+        when = findings.seen(path) or dict.fromkeys(ids, findings.started_at(path))
+        return Baseline(str(path), ids, set(zip(ok.case_id, ok.backend, ok.fixes, strict=True)),
+                        when)
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise BaselineError(f"--baseline {path}: cannot read expectations ({e})") from None
+    known = data.get("findings") if isinstance(data, dict) else None
+    if not isinstance(known, dict) or not all(str(k).startswith("F-") for k in known):
+        raise BaselineError(f"--baseline {path}: expected {{\"findings\": {{\"F-...\": ...}}}}, "
+                            "as `harness expect` writes")
+    return Baseline(str(path), set(known), first_seen=data.get("first_seen") or {})
+
+
+def classify(df: pd.DataFrame, base: Baseline) -> pd.Series:
+    """Per cell: "" (PASS / NO_RUNTIME), "known: F-..." or "new: F-..." / "regressed: ..."."""
+    def one(r) -> str:
+        fid = findings.finding_id(r.backend, r.status, r.message or "")
+        if fid is None:
+            return ""
+        if (r.case_id, r.backend, r.fixes) in base.passed:
+            return f"regressed: {fid} (PASS in {base.source})"
+        return f"{'known' if fid in base.finding_ids else 'new'}: {fid}"
+
+    return pd.Series([one(r) for r in df.itertuples()], index=df.index, dtype=object)
+
+
+def expectations(run_dir: Path) -> dict:
+    found = findings.find(matrix.read(run_dir))
+    when = findings.seen(run_dir)
+    return {"findings": {f.id: f"{f.backend} {f.status}: {f.signature}" for f in found},
+            "first_seen": {f.id: when[f.id] for f in found if when.get(f.id)}}

@@ -1,0 +1,67 @@
+"""Two runs' matrices -> which cells regressed, got fixed or changed (for CI and git bisect)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+KEY = ["case_id", "backend", "fixes"]
+
+
+def lanes(old: pd.DataFrame, new: pd.DataFrame, old_lane: str, new_lane: str):
+    """Lane OLD_LANE of one matrix against lane NEW_LANE of another (or the same) matrix, e.g.
+    ``vulkan`` (lavapipe) against ``vulkan@h200``: both are relabelled ``OLD_LANE vs NEW_LANE`` so
+    that ``diff`` pairs them by case and fix set."""
+    for df, lane in ((old, old_lane), (new, new_lane)):
+        if not (df["backend"] == lane).any():
+            raise ValueError(f"--lanes: no cells of lane {lane!r} (there are: "
+                             f"{', '.join(sorted(df['backend'].unique()))})")
+    label = f"{old_lane} vs {new_lane}"
+    old, new = (df[df["backend"] == lane].assign(backend=label)
+                for df, lane in ((old, old_lane), (new, new_lane)))
+    # A device lane holds only the cells a bundle carried (those with a program to run); cells
+    # that stopped before execution in one lane are not a difference between devices.
+    both = old[KEY].merge(new[KEY])
+    unpaired = len(old) + len(new) - 2 * len(both)
+    return old.merge(both), new.merge(both), unpaired
+
+
+def _one_side_unexecuted(old, new) -> bool:
+    """One side executed, the other had no runtime for the lane (NO_RUNTIME, or a
+    CONTRACT_VIOLATION, which is only final without a runtime): neither a fix nor a regression."""
+    from harness.status import EXECUTED
+
+    executed = {s.value for s in EXECUTED}
+    no_runtime = {"NO_RUNTIME", "CONTRACT_VIOLATION"}
+    return (old in no_runtime and new in executed) or (new in no_runtime and old in executed)
+
+
+def diff(old: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
+    # max|d| on both sides: two lanes or releases that both PASS (or both MISMATCH) can still
+    # compute different numbers, and a reader comparing devices wants to see that.
+    err = ["max_abs_error"] if "max_abs_error" in old and "max_abs_error" in new else []
+    # The message of each side: what a release said before and after a change is the clue.
+    both = old[KEY + ["status", "message"] + err].merge(new[KEY + ["status", "message"] + err],
+                                                        on=KEY, how="outer",
+                                                        suffixes=("_old", "_new"), indicator=True)
+
+    def kind(r) -> str:
+        if r["_merge"] == "left_only":
+            return "removed"
+        if r["_merge"] == "right_only":
+            return "added"
+        if r["status_old"] == r["status_new"]:
+            return "same"
+        if _one_side_unexecuted(r["status_old"], r["status_new"]):
+            return "unexecuted"
+        if r["status_old"] == "PASS":
+            return "regressed"
+        if r["status_new"] == "PASS":
+            return "fixed"
+        return "changed"
+
+    both["change"] = both.apply(kind, axis=1)
+    both = both.drop(columns="_merge").rename(columns={"status_old": "old", "status_new": "new"})
+    order = {"regressed": 0, "fixed": 1, "changed": 2, "unexecuted": 3, "added": 4, "removed": 5,
+             "same": 6}
+    return both.sort_values(by=["change", *KEY], key=lambda s: s.map(order) if s.name == "change"
+                            else s).reset_index(drop=True)

@@ -1,0 +1,254 @@
+"""Failures -> findings: non-PASS cells grouped into distinct problems, each with the simplest rule
+over case features that separates its cells from the rest of its lanes.
+
+A finding is (backend family, status, signature). The family is the backend without its device
+(``vulkan`` and ``vulkan@h200`` are one family, so one bug seen on two devices is one finding);
+the signature is the message with what varies from cell to cell taken out: for a runtime check,
+the check itself (``Exception raised from FUNC at FILE:LINE: (cond)``); for a contract violation,
+its rules; otherwise numbers, shapes, case ids and paths. The id hashes the key, so the same
+problem keeps its id across runs and machines.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import os
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from harness.lane import Lane
+from harness.record import CellResult
+from harness.runfolder import RunFolder
+from harness.status import Status
+
+_RUNTIME_CHECK = re.compile(r"Exception raised from (\w+) at ([\w./-]+:\d+): (.*?)( is false!|$)")
+_RULE = re.compile(r"(?:^|; )\[([a-z][a-z0-9-]*)\] ([\w.]+)")  # "[rule] op: ..." joined by "; "
+_VARIABLE = [
+    (re.compile(r"conv(T)?[123]d_\S+-[0-9a-f]{8}"), "CASE"),
+    (re.compile(r"(/[\w.-]+)+/(site-packages|executorch)/"), r"\2/"),
+    (re.compile(r"0x[0-9a-fA-F]+"), "0x?"),
+    (re.compile(r"\d+(\.\d+)?(e[-+]?\d+)?"), "N"),
+]
+
+
+def signature(status: str, message: str) -> str:
+    message = (message or "").strip()
+    check = _RUNTIME_CHECK.search(message)
+    if check:  # the same check at the same place, whatever the values in its condition
+        return f"{check.group(1)} at {check.group(2)}: {_normalise(check.group(3))}"
+    if status == "CONTRACT_VIOLATION":
+        rules = sorted({f"[{r}] {op}" for r, op in _RULE.findall(message)})
+        if rules:
+            return "; ".join(rules)
+    death, _, said = message.partition("; it printed: ")
+    if said:  # a dying process: what killed it, and the last thing it said (the native assert)
+        return f"{_normalise(death)}: {_normalise(said.split(' | ')[-1])}"[:240]
+    return _normalise(message)[:200]
+
+
+def _normalise(text: str) -> str:
+    for pattern, repl in _VARIABLE:
+        text = pattern.sub(repl, text)
+    return text
+
+
+def finding_id(backend: str, status: str, message: str) -> str | None:
+    """The id of the finding a cell belongs to (None for PASS / NO_RUNTIME)."""
+    if not Status(status).is_finding:  # PASS; NO_RUNTIME: nothing was tried, nothing found
+        return None
+    key = f"{family(backend)}|{status}|{signature(status, message)}"
+    return "F-" + hashlib.sha1(key.encode()).hexdigest()[:8]
+
+
+def family(backend: str) -> str:
+    return Lane.of(backend).backend
+
+
+def features(r: CellResult) -> dict:
+    """Derived case features a rule may use (what a reader would name a bug by)."""
+    c = r.case
+    ks = c.kernel_size if isinstance(c.kernel_size, tuple) else (c.kernel_size,)
+    return {"dim": c.dim, "transposed": c.transposed, "quant": c.quant or "fp32",
+            "padding_spelling": c.padding_spelling, "kernel_parity": c.kernel_parity,
+            "has a length-1 list": c.has_short_int_list(),
+            "grouped": c.groups > 1, "depthwise": c.groups > 1 and c.groups == c.in_channels,
+            "channels per group % 4": (c.in_channels // c.groups) % 4 == 0
+            and (c.out_channels // c.groups) % 4 == 0,
+            "kernel 1": all(k == 1 for k in ks), "bias": c.bias,
+            "padding_mode": c.padding_mode, "dtype": c.dtype, "batch > 1": c.input_shape[0] > 1,
+            "output_padding > 0": max(c.spatial("output_padding")) > 0,
+            # with "transposed" as the second feature of a rule: transposed with dilation
+            "dilation > 1": max(c.spatial("dilation")) > 1, "stride > 1": max(c.spatial("stride")) > 1}
+
+
+@dataclass
+class Finding:
+    id: str
+    backend: str
+    status: str
+    signature: str
+    count: int
+    lanes: list
+    case_ids: list
+    example: dict  # one cell: case_id, backend, fixes, message, repro
+    fixed_by: dict = field(default_factory=dict)  # fix -> "k/n of its stock cells PASS with it"
+    rule: str = "no simple rule"
+    rule_in: str = ""
+    rule_out: str = ""
+    precision: float | None = None
+    recall: float | None = None
+    minimal: dict | None = None  # from --shrink: case, case_id, seconds, tries, note, repro
+    first_seen: str = ""  # run start times: from the baseline where it knew the finding
+    last_seen: str = ""
+
+
+def load_shrunk(run_dir: Path | None) -> dict:
+    """A run's shrink results (shrunk.json, written by ``harness run --shrink``), by finding id."""
+    path = run_dir / "shrunk.json" if run_dir else None
+    if path is None or not path.exists():
+        return {}
+    return json.loads(path.read_text())
+
+
+def find(results: list[CellResult] | pd.DataFrame, run_dir: Path | None = None,
+         first_seen: dict | None = None) -> list[Finding]:
+    """The findings of a run's cells. ``first_seen``: what a baseline knew (finding id ->
+    when); with ``run_dir``, what the run's findings.json already says wins, and a finding new
+    to both is first seen in this run."""
+    if isinstance(results, pd.DataFrame):
+        results = [CellResult.from_row(r) for r in results.to_dict(orient="records")]
+    folder = RunFolder(run_dir) if run_dir else None
+    shrunk = load_shrunk(run_dir)
+    by_key = {r.key: r for r in results}
+    groups: dict[tuple, list[CellResult]] = {}
+    for r in results:
+        if Status(r.status).is_finding:
+            groups.setdefault((family(r.backend), r.status, signature(r.status, r.message)),
+                              []).append(r)
+    found = []
+    for (fam, status, sig), cells in groups.items():
+        lanes = sorted({Lane.of(r.backend, r.fixes).name for r in cells})
+        example = cells[0]
+        repro = ""
+        if folder is not None:
+            path = folder.repro_path(example.case_id, example.backend, example.fixes)
+            repro = f"repro/{path.name}" if path.exists() else ""
+        f = Finding(id=finding_id(example.backend, status, example.message),
+                    backend=fam, status=status, signature=sig, count=len(cells), lanes=lanes,
+                    case_ids=sorted({r.case_id for r in cells}),
+                    example={"case_id": example.case_id, "backend": example.backend,
+                             "fixes": example.fixes, "message": example.message[:400],
+                             "case": example.case.to_dict(), "repro": repro},
+                    fixed_by=_fixed_by(cells, results, by_key))
+        f.minimal = shrunk.get(f.id)
+        # told apart from the other cells of its lanes; a finding at execution from the other
+        # cells that executed (a lowering error says nothing about what a runtime would do)
+        executed = Status(status).executed
+        _decide(f, cells, [r for r in results if Lane.of(r.backend, r.fixes).name in lanes
+                           and (not executed or Status(r.status).executed)])
+        found.append(f)
+    if run_dir is not None:
+        when, started = {**(first_seen or {}), **seen(run_dir)}, started_at(run_dir)
+        for f in found:
+            f.first_seen, f.last_seen = when.get(f.id) or started, started
+    return sorted(found, key=lambda f: (-f.count, f.id))
+
+
+def _fixed_by(cells: list[CellResult], results: list[CellResult], by_key: dict) -> dict:
+    stock = [r for r in cells if not r.fixes]
+    fixes = sorted({r.fixes for r in results if r.fixes and family(r.backend) in
+                    {family(c.backend) for c in stock}})
+    out = {}
+    for fx in fixes:
+        after = [by_key.get((r.case_id, r.backend, fx)) for r in stock]
+        tried = [a for a in after if a is not None]
+        passed = sum(a.status == "PASS" for a in tried)
+        if tried and passed:
+            out[fx] = f"{passed}/{len(tried)}"
+    return out
+
+
+def _decide(f: Finding, cells: list[CellResult], lane_cells: list[CellResult]) -> None:
+    """The simplest rule (one feature value, else two) that picks this finding's cells out of
+    the cells of its lanes: best F1, fewer terms first; 'no simple rule' below F1 0.8."""
+    inside = {r.key for r in cells}
+    rows = [(features(r), r.key in inside) for r in lane_cells]
+    atoms = sorted({(k, v) for feats, _ in rows for k, v in feats.items()}, key=str)
+    best = None
+    for size in (1, 2):
+        for terms in itertools.combinations(atoms, size):
+            if len({k for k, _ in terms}) < size:
+                continue
+            hit = [hit_in for feats, hit_in in rows if all(feats[k] == v for k, v in terms)]
+            tp, fp = sum(hit), len(hit) - sum(hit)
+            if not tp:
+                continue
+            precision, recall = tp / (tp + fp), tp / len(inside)
+            f1 = 2 * precision * recall / (precision + recall)
+            if best is None or f1 > best[0] + 1e-9:
+                best = (f1, terms, tp, fp, precision, recall)
+        if best and best[0] == 1.0:
+            break
+    if best is None or best[0] < 0.8:
+        return
+    _, terms, tp, fp, precision, recall = best
+    outside = len(rows) - len(inside)
+    f.rule = " and ".join(_term(k, v) for k, v in terms)
+    f.rule_in, f.rule_out = f"{tp}/{len(inside)} in", f"{fp}/{outside} out"
+    f.precision, f.recall = round(precision, 3), round(recall, 3)
+
+
+def _term(k: str, v) -> str:
+    if v is True:
+        return k
+    if v is False:
+        return f"not {k}"
+    return f"{k}={v}"
+
+
+def markdown(findings: list[Finding], cells_not_pass: int) -> str:
+    lines = [f"### convconf: {len(findings)} findings from {cells_not_pass} cells that are not "
+             "PASS/NO_RUNTIME", "",
+             "| id | lane | status | cells | rule | fixed by | minimal case | first seen | signature |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for f in findings:
+        rule = f.rule + (f" ({f.rule_in}, {f.rule_out})" if f.rule_in else "")
+        fixed = ", ".join(f"{k} {v}" for k, v in f.fixed_by.items()) or "-"
+        sig = f.signature.replace("|", "\\|")[:140]
+        small = (f.minimal or {}).get("case_id") or (f.minimal or {}).get("note") or "-"
+        lines.append(f"| {f.id} | {f.backend} | {f.status} | {f.count} | {rule} | {fixed} | "
+                     f"{small} | {f.first_seen or '-'} | `{sig}` |")
+    return "\n".join(lines) + "\n"
+
+
+def seen(run_dir: Path) -> dict:
+    """finding id -> first seen, from a run folder's findings.json (its start time if older)."""
+    path = run_dir / "findings.json"
+    if not path.exists():
+        return {}
+    started = started_at(run_dir)
+    return {f["id"]: f.get("first_seen") or started
+            for f in json.loads(path.read_text()).get("findings", [])}
+
+
+def started_at(run_dir: Path) -> str:
+    return RunFolder(run_dir).header_or_empty().get("started", "")
+
+
+def write(run_dir: Path, cells: list[CellResult], found: list[Finding]) -> None:
+    """findings.json and findings.md in the run folder; findings.md is appended to
+    $GITHUB_STEP_SUMMARY when that is set (a GitHub Actions job summary)."""
+    not_pass = sum(Status(c.status).is_finding for c in cells)
+    (run_dir / "findings.json").write_text(json.dumps(
+        {"cells_not_pass": not_pass, "findings": [asdict(f) for f in found]}, indent=1))
+    md = markdown(found, not_pass)
+    (run_dir / "findings.md").write_text(md)
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary:
+        with open(summary, "a") as fh:
+            fh.write(md)

@@ -1,0 +1,120 @@
+"""Rows -> the pass/fail matrix (pandas) -> matrix.csv + matrix.json, and the summaries."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pandas as pd
+
+from harness.lane import Lane
+from harness.runfolder import atomic_write
+from harness.spec import FIELDS
+from harness.status import ORDER
+
+LEAD = ["case_id", "backend", "fixes", "status", "max_abs_error", "message"]
+STATUS_ORDER = [s.value for s in ORDER]
+
+
+def frame(rows: list[dict]) -> pd.DataFrame:
+    df = pd.DataFrame(rows)
+    if df.empty:
+        return pd.DataFrame(columns=LEAD + list(FIELDS))
+    rest = [c for c in df.columns if c not in LEAD and c not in FIELDS]
+    return df[LEAD + list(FIELDS) + rest].reset_index(drop=True)
+
+
+def write(df: pd.DataFrame, out_dir: str | os.PathLike) -> None:
+    out = Path(out_dir)
+    flat = df.copy()
+    for col in flat.columns:  # lists and dicts as JSON text, so the CSV stays one value a cell
+        if flat[col].map(lambda v: isinstance(v, (list, dict, tuple))).any():
+            flat[col] = flat[col].map(lambda v: json.dumps(v) if isinstance(v, (list, dict, tuple)) else v)
+    atomic_write(out / "matrix.csv", flat.to_csv(index=False))
+    atomic_write(out / "matrix.json", df.to_json(orient="records", indent=1))
+
+
+def read(path: str | os.PathLike) -> pd.DataFrame:
+    """A run folder's matrix (or a matrix file); ValueError with the reason if unreadable."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "matrix.json"
+    try:
+        df = pd.read_json(path, orient="records", dtype=False)
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{path}: cannot read matrix ({str(e).splitlines()[0]})") from None
+    missing = {"case_id", "backend", "fixes", "status"} - set(df.columns)
+    if missing:
+        raise ValueError(f"{path}: not a convconf matrix (no {', '.join(sorted(missing))} column)")
+    df["fixes"] = df["fixes"].fillna("")
+    return df
+
+
+def status_counts(df: pd.DataFrame) -> pd.DataFrame:
+    """Status counts per (backend, fixes); columns in pipeline order."""
+    table = pd.crosstab(lane_names(df), df["status"])
+    return table.reindex(columns=[s for s in STATUS_ORDER if s in table.columns])
+
+
+def fix_effects(df: pd.DataFrame) -> pd.DataFrame:
+    """Per fix set: how many cells it changed, and from which stock status to which."""
+    stock = df[df["fixes"] == ""][["case_id", "backend", "status"]]
+    fixed = df[df["fixes"] != ""][["case_id", "backend", "fixes", "status"]]
+    pairs = fixed.merge(stock, on=["case_id", "backend"], suffixes=("_fixed", "_stock"))
+    if pairs.empty:
+        return pd.DataFrame(columns=["fixes", "backend", "from", "to", "cells"])
+    pairs["from"], pairs["to"] = pairs["status_stock"], pairs["status_fixed"]
+    out = (pairs.groupby(["fixes", "backend", "from", "to"]).size().rename("cells").reset_index())
+    return out
+
+
+def fix_summary_lines(df: pd.DataFrame) -> list[str]:
+    effects = fix_effects(df)
+    lines = []
+    for (fixes, backend), group in effects.groupby(["fixes", "backend"]):
+        changed = group[group["from"] != group["to"]]
+        total = int(group["cells"].sum())
+        if changed.empty:
+            lines.append(f"{fixes} on {backend}: no-op here ({total} cells, none changed status)")
+            continue
+        moves = ", ".join(f"{r['from']}->{r['to']} x{r['cells']}" for _, r in changed.iterrows())
+        lines.append(f"{fixes} on {backend}: changed {int(changed['cells'].sum())}/{total} "
+                     f"cells: {moves}")
+    return lines
+
+
+def agreement(df: pd.DataFrame) -> pd.DataFrame:
+    """Per lane, the static contract check against what the runtime did, executed cells only:
+    a predicted-but-passed or an unpredicted failure is a finding about the contract model."""
+    from harness.status import EXECUTED, Status
+
+    cols = ["lane", "predicted_and_failed", "predicted_but_passed", "unpredicted_failures",
+            "clean_and_passed", "executed"]
+    if "predicted" not in df.columns:
+        return pd.DataFrame(columns=cols)
+    ran = df[df["status"].isin([s.value for s in EXECUTED]) & df["predicted"].notna()]
+    rows = []
+    for lane_name, sub in ran.groupby(lane_names(ran)):
+        flagged = sub["predicted"] == Status.CONTRACT_VIOLATION.value
+        passed = sub["status"] == Status.PASS.value
+        rows.append({"lane": lane_name, "predicted_and_failed": int((flagged & ~passed).sum()),
+                     "predicted_but_passed": int((flagged & passed).sum()),
+                     "unpredicted_failures": int((~flagged & ~passed).sum()),
+                     "clean_and_passed": int((~flagged & passed).sum()), "executed": len(sub)})
+    return pd.DataFrame(rows, columns=cols)
+
+
+def lane_names(df: pd.DataFrame) -> pd.Series:
+    """Each row's lane label (lane.py), for tables."""
+    return pd.Series([Lane.of(b, f).label for b, f in zip(df["backend"], df["fixes"], strict=True)],
+                     index=df.index, name="lane", dtype=object)
+
+
+def isolation_lines(df: pd.DataFrame) -> list[str]:
+    """Cells whose outcome in a reused worker differed from their outcome alone."""
+    if "isolation" not in df.columns:
+        return []
+    odd = df[df["isolation"].fillna("").str.startswith("DIFFERS")]
+    return [f"{r.case_id} on {Lane.of(r.backend, r.fixes).name}: {r.isolation}"
+            for r in odd.itertuples()]

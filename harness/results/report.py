@@ -1,0 +1,151 @@
+"""Run folder -> report.html: one self-contained page (inline CSS/JS, no network).
+
+Templates live in reports/templates (jinja2). Rows of the heatmap are case feature groups
+(dim x padding spelling x kernel parity x dilation x stride x quant), columns are lanes
+(backend x fix set); every cell of the page's table opens to its case, metrics and repro.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import jinja2
+import pandas as pd
+
+from harness.results import findings
+from harness.results import matrix
+from harness.lane import Lane
+from harness.runfolder import RunFolder
+from harness.status import ORDER
+
+TEMPLATES = Path(__file__).resolve().parents[2] / "reports" / "templates"
+COLORS = {"INVALID": "#9e9e9e", "LOWER_ERROR": "#8e24aa", "NOT_DELEGATED": "#fb8c00",
+          "CONTRACT_VIOLATION": "#e53935", "NO_RUNTIME": "#90caf9", "CRASH": "#000000",
+          "RUNTIME_ERROR": "#6d4c41", "MISMATCH": "#c62828", "PASS": "#43a047"}
+
+
+def environment() -> jinja2.Environment:
+    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+                              autoescape=lambda name: bool(name) and name.endswith(".html.j2"),
+                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+
+
+def feature_group(row) -> str:
+    dil = "dil>1" if max(_spatial(row["dilation"])) > 1 else "dil=1"
+    stride = "stride>1" if max(_spatial(row["stride"])) > 1 else "stride=1"
+    short = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
+    quant = row["quant"] if isinstance(row["quant"], str) else short.get(row["dtype"], "fp32")
+    kind = ("T" if row["transposed"] else "") + f"{row['dim']}d"
+    # Later dimensions only off their default (a matrix from before them has no such column),
+    # so the groups of older cases read as before and each new value is a row of its own.
+    mode = row.get("padding_mode")
+    later = "".join(f" · {v}" for v in (
+        mode if isinstance(mode, str) and mode != "zeros" else "",
+        "out_pad>0" if max(_spatial(row.get("output_padding") or 0)) > 0 else "",
+        "batch>1" if _spatial(row["input_shape"])[0] > 1 else "") if v)
+    return (f"{kind} · {row['padding_spelling']} · {row['kernel_parity']} k · {dil} · {stride}"
+            f" · {quant}{later}")
+
+
+def _spatial(v):
+    return v if isinstance(v, list) else [v]
+
+
+def heatmap(df: pd.DataFrame) -> dict:
+    groups = sorted(df["group"].unique())
+    order = {Lane.of(b, f).label: Lane.of(b, f) for b, f in zip(df["backend"], df["fixes"],
+                                                                strict=True)}
+    lanes = sorted(df["lane"].unique(), key=order.get)
+    cells = {}
+    for (g, l), sub in df.groupby(["group", "lane"]):
+        counts = sub["status"].value_counts().to_dict()
+        worst = min(counts, key=lambda s: [x.value for x in ORDER].index(s))
+        passed = counts.get("PASS", 0) + counts.get("NO_RUNTIME", 0)
+        cells[(g, l)] = {"counts": counts, "worst": worst, "color": COLORS[worst],
+                         "text": f"{passed}/{len(sub)}", "title": ", ".join(
+                             f"{k} {v}" for k, v in sorted(counts.items()))}
+    return {"groups": groups, "lanes": lanes, "cells": cells}
+
+
+def write(run_dir: str | os.PathLike, df: pd.DataFrame | None = None, header: dict | None = None,
+          found: list | None = None) -> Path:
+    """report.html from the run's matrix, header and findings (each read or computed here when
+    not given: ``harness report DIR`` alone)."""
+    folder = RunFolder(run_dir)
+    run_dir = folder.path
+    df = (matrix.read(run_dir) if df is None else df).copy()
+    header = folder.header_or_empty() if header is None else header
+    found = findings.find(df, run_dir) if found is None else found
+    df["group"] = df.apply(feature_group, axis=1)
+    df["lane"] = [Lane.of(b, f).label for b, f in zip(df["backend"], df["fixes"], strict=True)]
+    cells = []
+    for i, r in enumerate(df.to_dict(orient="records")):
+        script = folder.repro_path(r["case_id"], r["backend"], r["fixes"])
+        metrics = {k: r.get(k) for k in ("predicted", "isolation", "max_abs_error",
+                                         "max_rel_error", "mae", "sqnr_db",
+                                         "error_steps", "eager_error_steps", "tolerance", "out_shape",
+                                         "ref_shape",
+                                         "delegated_ops", "undelegated_ops", "pte_size_kb",
+                                         "quantize_time_s", "lower_time_s", "run_time_s",
+                                         "cell_time_s")
+                   if r.get(k) is not None and r.get(k) == r.get(k) and r.get(k) != ""}
+        cells.append({"id": i, "case_id": r["case_id"], "lane": r["lane"], "backend": r["backend"],
+                      "fixes": r["fixes"], "status": r["status"], "color": COLORS[r["status"]],
+                      "message": r.get("message") or "",
+                      "max_abs": "" if metrics.get("max_abs_error") is None
+                      else f"{metrics['max_abs_error']:.3g}", "group": r["group"],
+                      "features": cell_features(r), "source": _text(r.get("source")),
+                      "finding": findings.finding_id(r["backend"], r["status"],
+                                                     r.get("message") or "") or "",
+                      "case": json.dumps({k: r[k] for k in ("dim", "transposed", "in_channels",
+                                          "out_channels", "kernel_size", "stride", "padding",
+                                          "padding_mode", "dilation", "output_padding", "groups",
+                                          "bias", "input_shape", "dtype", "quant") if k in r}),
+                      "metrics": json.dumps(metrics, default=str),
+                      "repro": f"repro/{script.name}" if script.exists() else "",
+                      "repro_cmd": f"python -m harness repro {r['case_id']} --backend "
+                                   f"{r['backend']}" + (f" --fixes {r['fixes']}" if r["fixes"] else "")
+                                   + f" --dir {run_dir}"})
+    html = environment().get_template("report.html.j2").render(
+        header=header, findings=found, counts=matrix.status_counts(df), fix_lines=matrix.fix_summary_lines(df),
+        agreement=matrix.agreement(df), isolation_lines=matrix.isolation_lines(df),
+        heat=heatmap(df), cells=cells, colors=COLORS, statuses=[s.value for s in ORDER],
+        backends=sorted(df["backend"].unique()), features=feature_filters(cells),
+        source_models=source_models(c["source"] for c in cells))
+    out = run_dir / "report.html"
+    out.write_text(html)
+    return out
+
+
+# The cell table's feature filters: key -> label. A matrix from before the later fields has no
+# padding_mode/output_padding column; those cells read as the defaults.
+FEATURE_FILTERS = {"padding": "padding spelling", "mode": "padding mode", "dtype": "dtype",
+                   "dim": "dim", "batch": "batch"}
+
+
+def cell_features(r: dict) -> dict:
+    mode = r.get("padding_mode")
+    return {"padding": r["padding_spelling"], "mode": mode if isinstance(mode, str) else "zeros",
+            "dtype": r["quant"] if isinstance(r.get("quant"), str) else r["dtype"],
+            "dim": f"{r['dim']}d" + (" transposed" if r["transposed"] else ""),
+            "batch": "batch 1" if _spatial(r["input_shape"])[0] == 1 else "batch > 1"}
+
+
+def feature_filters(cells: list[dict]) -> dict:
+    """key -> (label, the values present), for the filters above the cell table."""
+    return {key: (label, sorted({c["features"][key] for c in cells}))
+            for key, label in FEATURE_FILTERS.items()}
+
+
+def _text(value) -> str:
+    return value if isinstance(value, str) else ""  # a missing column or NaN: no source
+
+
+def source_models(sources) -> list[str]:
+    """The models that cases came from (`cases from-model` writes "MODEL @ module paths", one
+    per file a case was in, joined by " | "), for the report's source filter."""
+    return sorted({part.split(" @ ")[0] for s in sources for part in s.split(" | ") if " @ " in part})
+
+

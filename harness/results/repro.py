@@ -1,0 +1,58 @@
+"""Standalone repro scripts for cells (reports/templates/repro.py.j2)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import torch
+
+from harness.stages import backends
+from harness.stages.build import case_seed, module_class, module_kwargs
+from harness.stages.compare import LOW_PRECISION_STEPS
+from harness.results.report import environment
+from harness.runfolder import RunFolder, RunFolderError
+from harness.spec import ConvCase
+from harness.status import Status
+
+
+def script(case: ConvCase, backend: str, fixes: str, status: str = "?", message: str = "",
+           runtime_library: str | None = None) -> str:
+    kwargs = ", ".join(f"{k}={v!r}" for k, v in module_kwargs(case).items())
+    return environment().get_template("repro.py.j2").render(
+        case_id=case.case_id, backend=backend, fixes=fixes, status=status, message=message,
+        module_class=module_class(case).__name__, kwargs=kwargs,
+        weight_seed=case_seed(case, "weights") % (2**63), input_seed=case_seed(case, "inputs") % (2**63),
+        # Same order as build.calibration_inputs: the test input first, then calib0..2.
+        calib_seeds=[case_seed(case, "inputs") % (2**63)]
+        + [case_seed(case, f"calib{i}") % (2**63) for i in range(3)],
+        input_shape=tuple(case.input_shape), quant=case.quant, dtype=case.dtype,
+        low_precision_steps=LOW_PRECISION_STEPS.get(getattr(torch, case.dtype)),
+        per_channel=case.quant == "int8_per_channel",
+        runtime_name=backends.get(backend).runtime_name, runtime_library=runtime_library)
+
+
+def write_for_run(run_dir: str | os.PathLike, df) -> int:
+    """A repro script for every cell that is not PASS (and not INVALID); -> scripts written."""
+    folder = RunFolder(run_dir)
+    folder.repro_dir.mkdir(exist_ok=True)
+    cases = {c.case_id: c for c in load_run_cases(run_dir)}
+    library = run_runtime_library(run_dir)
+    n = 0
+    for r in df.itertuples():
+        if r.status in (Status.PASS.value, Status.INVALID.value) or r.case_id not in cases:
+            continue
+        text = script(cases[r.case_id], r.backend, r.fixes, r.status, r.message or "", library)
+        folder.repro_path(r.case_id, r.backend, r.fixes).write_text(text)
+        n += 1
+    return n
+
+
+def load_run_cases(run_dir: Path) -> list[ConvCase]:
+    return RunFolder(run_dir).cases()  # RunFolderError (a ValueError) names the file
+
+
+def run_runtime_library(run_dir: Path) -> str | None:
+    """The Vulkan plug-in a run executed with (its run.json), for repro scripts to load."""
+    return RunFolder(run_dir).header_or_empty().get("vulkan_runtime")

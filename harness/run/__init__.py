@@ -1,0 +1,1 @@
+"""Run machinery: cells to worker processes, journal, shards, merge, bundles for other machines."""

@@ -1,0 +1,140 @@
+"""A run folder and everything in it, in one place: what each file is, how it is read and
+written, and the run's identity.
+
+    run.json        the header: run_id, versions, configuration, runtime, devices, times
+    cases.json      the run's cases (ConvCase dicts), in order
+    journal.jsonl   one CellResult row per finished cell (run/journal.py), for --resume
+    matrix.csv/json the matrix (results/matrix.py writes it from the CellResults)
+    findings.json/md, junit.xml, report.html, repro/, logs/
+
+A run is known by ``run_id`` (written once into run.json when the run starts), never by its
+path: a folder copied or moved (a CI artifact downloaded by the next job) is the same run, and
+bundles, ingest, merge, diff, resume and repro work on it there. Every read of a file that is
+not there or not readable is one ``RunFolderError`` line naming the file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from pathlib import Path
+
+from harness.spec import ConvCase
+
+
+class RunFolderError(ValueError):
+    """One line: which file of which folder is missing or unreadable."""
+
+
+def atomic_write(path: Path, text: str) -> None:
+    """Write via a temporary file and a rename: a killed process never leaves half a file."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def repro_name(case_id: str, lane_backend: str, fixes: str) -> str:
+    """The repro script's file name for a cell (backend column incl. @device, fixes column)."""
+    return f"{case_id}__{lane_backend}{'+' + fixes.replace(',', '+') if fixes else ''}.py"
+
+
+class RunFolder:
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+
+    def __truediv__(self, name: str) -> Path:
+        return self.path / name
+
+    def __str__(self) -> str:
+        return str(self.path)
+
+    # --- files --------------------------------------------------------------------------------
+    @property
+    def header_path(self) -> Path:
+        return self.path / "run.json"
+
+    @property
+    def cases_path(self) -> Path:
+        return self.path / "cases.json"
+
+    @property
+    def journal_path(self) -> Path:
+        return self.path / "journal.jsonl"
+
+    @property
+    def repro_dir(self) -> Path:
+        return self.path / "repro"
+
+    def repro_path(self, case_id: str, backend: str, fixes: str) -> Path:
+        return self.repro_dir / repro_name(case_id, backend, fixes)
+
+    def is_run(self) -> bool:
+        return self.header_path.exists() and self.cases_path.exists()
+
+    def _json(self, path: Path):
+        try:
+            return json.loads(path.read_text())
+        except FileNotFoundError:
+            raise RunFolderError(f"{self.path}: not a convconf run folder (no {path.name})") from None
+        except (OSError, ValueError) as e:
+            raise RunFolderError(f"{path}: unreadable ({str(e).splitlines()[0]})") from None
+
+    # --- header -------------------------------------------------------------------------------
+    def header(self) -> dict:
+        header = self._json(self.header_path)
+        if not isinstance(header, dict):
+            raise RunFolderError(f"{self.header_path}: not a run header")
+        return header
+
+    def header_or_empty(self) -> dict:
+        """For outputs that can do without (a bare matrix folder): {} when there is none."""
+        try:
+            return self.header()
+        except RunFolderError:
+            return {}
+
+    def write_header(self, header: dict) -> None:
+        header.setdefault("run_id", new_run_id())
+        atomic_write(self.header_path, json.dumps(header, indent=1))
+
+    def update_header(self, **values) -> dict:
+        header = self.header()
+        header.update(values)
+        self.write_header(header)
+        return header
+
+    @property
+    def run_id(self) -> str:
+        """The run's identity. A folder written before ids existed is known by its start time
+        and argv (the same in every copy of it)."""
+        header = self.header()
+        return header.get("run_id") or f"legacy-{header.get('started', '')}-{header.get('argv', '')}"
+
+    # --- cases --------------------------------------------------------------------------------
+    def cases(self) -> list[ConvCase]:
+        data = self._json(self.cases_path)
+        try:
+            return [ConvCase.from_dict(c) for c in data]
+        except (TypeError, ValueError) as e:
+            raise RunFolderError(f"{self.cases_path}: {str(e).splitlines()[0]}") from None
+
+    def write_cases(self, cases: list[ConvCase]) -> None:
+        atomic_write(self.cases_path, json.dumps([c.to_dict() for c in cases], indent=1))
+
+    # --- cells --------------------------------------------------------------------------------
+    def cells(self) -> list:
+        """The run's CellResults, from matrix.json (in matrix order)."""
+        from harness.record import CellResult
+
+        path = self.path / "matrix.json"
+        rows = self._json(path)
+        if not isinstance(rows, list) or (rows and not {"case_id", "backend", "fixes", "status"}
+                                          <= set(rows[0])):
+            raise RunFolderError(f"{path}: not a convconf matrix")
+        return [CellResult.from_row(r) for r in rows]
+
+
+def new_run_id() -> str:
+    return uuid.uuid4().hex[:16]

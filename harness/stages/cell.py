@@ -1,0 +1,121 @@
+"""A cell = (case, lane) through the stages, ending in one CellResult.
+
+``prepare`` runs the static stages (prepare.py); ``static_result`` turns a Prepared into the
+record as far as those took it and says whether it is final; ``execute`` runs the lowered
+program and judges it. Every lowered program executes where its runtime is present: a
+CONTRACT_VIOLATION is only a prediction (kept in ``predicted``), and a partly delegated program
+(NOT_DELEGATED: the conv itself stayed outside) still runs delegate code, so a runtime failure
+or a wrong value there is that status; if it runs within tolerance it stays NOT_DELEGATED.
+"""
+
+from __future__ import annotations
+
+import time
+
+from harness.lane import Lane
+from harness.record import METRIC_COLUMNS, CellResult
+from harness.spec import ConvCase
+from harness.stages import backends
+from harness.stages.cache import Cache
+from harness.stages.compare import compare
+from harness.stages.execute import RuntimeFailure, run_pte
+from harness.stages.prepare import Prepared, prepare_case
+from harness.status import Status
+
+STATIC_FIELDS = ("status", "phase", "message", "delegated_ops", "undelegated_ops",
+                 "contract_violations", "pte_size_kb", "quantize_time_s", "lower_time_s")
+
+
+def new_result(case: ConvCase, lane: Lane) -> CellResult:
+    return CellResult(case=case, backend=lane.backend_column, fixes=lane.fixes_column)
+
+
+def prepare(case: ConvCase, lane: Lane) -> Prepared:
+    """One lane's static stages alone (a run prepares all lanes of a case together)."""
+    return prepare_case(case, [lane])[lane]
+
+
+def static_result(case: ConvCase, prepared: Prepared) -> tuple[CellResult, bool]:
+    """The cell's record from its static stages, and whether it is final (nothing to execute):
+    a verdict execution cannot change (INVALID, LOWER_ERROR), or no runtime to execute on (then
+    a predicted violation stays CONTRACT_VIOLATION and a clean program is NO_RUNTIME)."""
+    row = new_result(case, prepared.lane)
+    row.update(**{n: getattr(prepared, n) for n in STATIC_FIELDS})
+    row.cell_time_s = prepared.seconds
+    if prepared.status in (None, Status.CONTRACT_VIOLATION.value):
+        row.predicted = (Status.CONTRACT_VIOLATION.value if prepared.contract_violations
+                         else "clean")
+    if prepared.status is not None and Status(prepared.status).static_final and \
+            (prepared.status != Status.NOT_DELEGATED.value or prepared.pte is None):
+        return row, True
+    backend = backends.get(prepared.lane.backend)
+    if backend.runtime_available():
+        row.update(status=None, message="")
+        return row, False
+    if prepared.status is None:
+        row.update(status=Status.NO_RUNTIME.value, phase="execute",
+                   message=f"{backend.runtime_name} is not registered in the installed runtime")
+    return row, True
+
+
+def execute(case: ConvCase, prepared: Prepared) -> CellResult:
+    """Run the prepared program and judge it (in a worker process: a native crash costs this
+    cell only). A final static record comes back as it is."""
+    t0 = time.perf_counter()
+    row, final = static_result(case, prepared)
+    if final:
+        return row
+    backend = backends.get(prepared.lane.backend)
+    refs = prepared.refs
+    row.phase = "execute"
+    try:
+        outputs, row.run_time_s = run_pte(prepared.pte, refs.inputs)
+    except RuntimeFailure as e:
+        row.update(status=Status.RUNTIME_ERROR.value, message=str(e))
+        return _timed(row, prepared, t0)
+    row.phase = "compare"
+    verdict = compare(outputs[0], refs.ref, float_ref=refs.float_ref, eager_ref=refs.eager_ref,
+                      out_scale=prepared.out_scale, steps=backend.quant_tolerance_steps)
+    row.update(**{c: verdict.metrics.get(c) for c in METRIC_COLUMNS})
+    if not verdict.ok:
+        row.update(status=Status.MISMATCH.value, message=verdict.message)
+    elif prepared.status == Status.NOT_DELEGATED.value:  # ran right, but the conv was outside
+        row.update(status=Status.NOT_DELEGATED.value, message=prepared.message)
+    else:
+        row.update(status=Status.PASS.value, message="")
+    return _timed(row, prepared, t0)
+
+
+def _timed(row: CellResult, prepared: Prepared, t0: float) -> CellResult:
+    row.cell_time_s = round(prepared.seconds + time.perf_counter() - t0, 3)
+    return row
+
+
+def crash_result(case: ConvCase, lane: Lane, message: str,
+                 prepared: Prepared | None = None) -> CellResult:
+    """The record of a cell whose worker died; what its static stages found is kept."""
+    row = static_result(case, prepared)[0] if prepared is not None else new_result(case, lane)
+    row.update(status=Status.CRASH.value, message=message)
+    return row
+
+
+def prepared_or_cached(case: ConvCase, lane: Lane, cache: Cache | None) -> tuple[Prepared, bool]:
+    """The lane's Prepared from the cache, else prepared now (and stored): (prepared, cached)."""
+    found = cache.load(case.case_id, lane) if cache else None
+    if found is not None:
+        return found, True
+    prepared = prepare(case, lane)
+    if cache and prepared.status != Status.INVALID.value:
+        cache.store(case.case_id, prepared)
+    return prepared, False
+
+
+def run_cell(case: ConvCase, backend: str, fixes=(), cache: Cache | None = None) -> CellResult:
+    """One cell in this process, start to end (tests, repro, the shrinker's tries)."""
+    t0 = time.perf_counter()
+    lane = Lane(backend, tuple(fixes))
+    prepared, cached = prepared_or_cached(case, lane, cache)
+    row = execute(case, prepared)
+    row.cached = cached
+    row.cell_time_s = round(time.perf_counter() - t0, 3)
+    return row

@@ -1,0 +1,29 @@
+"""Fix registry: every module in this package that calls ``register`` adds an opt-in fix."""
+
+from __future__ import annotations
+
+from harness.registry import Registry
+from harness.stages.fixes.base import Fix
+
+_registry = Registry(__name__, __path__, "fix")
+register, names, get = _registry.register, _registry.names, _registry.get
+
+
+def parse(spec: str | None) -> list[str]:
+    """``--fixes`` value -> validated fix names; "all" means every registered fix."""
+    if not spec:
+        return []
+    if spec.strip() == "all":
+        return names()
+    chosen = [s.strip() for s in spec.split(",") if s.strip()]
+    for n in chosen:
+        get(n)
+    return sorted(set(chosen))
+
+
+def for_backend(fix_names: list[str], backend: str) -> list[str]:
+    """The subset of a fix set that applies to a backend (the ``fixes`` column of its row)."""
+    return [n for n in fix_names if backend in get(n).backends]
+
+
+__all__ = ["Fix", "for_backend", "get", "names", "parse", "register"]

@@ -1,0 +1,46 @@
+"""Vulkan: broadcast length-1 conv int lists to the spatial rank (upstream issue #22774).
+
+``Conv2d(padding="valid")`` exports ``aten.convolution`` with ``padding=[0]``; PyTorch broadcasts
+a single value over every spatial dim, the Vulkan runtime reads the list with ``make_ivec2`` and
+aborts. The pass rewrites the edge graph before partitioning, so the builder serializes
+``IntList [0, 0]``: padding="valid" then lowers exactly like padding=0.
+"""
+
+from __future__ import annotations
+
+from torch.fx.passes.infra.pass_base import PassBase, PassResult
+
+from harness.stages.fixes import register
+from harness.stages.fixes.base import Fix, is_call
+
+# aten.convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
+INT_LIST_ARGS = (3, 4, 5, 7)
+
+
+class BroadcastConvIntListsPass(PassBase):
+    def call(self, graph_module) -> PassResult:
+        modified = False
+        for node in graph_module.graph.nodes:
+            if not is_call(node, "aten.convolution"):
+                continue
+            rank = node.args[0].meta["val"].dim() - 2
+            args = list(node.args)
+            for i in INT_LIST_ARGS:
+                value = args[i]
+                if isinstance(value, (list, tuple)) and len(value) == 1 and rank > 1:
+                    args[i] = list(value) * rank
+                    modified = True
+            node.args = tuple(args)
+        if modified:
+            graph_module.recompile()
+        return PassResult(graph_module, modified)
+
+
+@register
+class VulkanConvPadding(Fix):
+    name = "vulkan-conv-padding"
+    backends = ("vulkan",)
+    summary = "broadcast length-1 stride/padding/dilation/output_padding lists to the spatial rank"
+
+    def transform_passes(self) -> list:
+        return [BroadcastConvIntListsPass()]

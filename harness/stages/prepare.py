@@ -1,0 +1,190 @@
+"""The static stages of every lane of one case, with the per-case work done once.
+
+The eager module, its inputs and float reference, the quantization (prepare/calibrate/convert)
+and ``torch.export`` are the same for every backend and fix set of a case; only lowering is per
+lane. ``prepare_case`` does the shared part once per case (quantization and export once per
+*quantizer*: the Vulkan lane quantizes with XNNPACK's quantizer, so both lanes share it) and
+lowers each lane from a private copy of the exported program. Execution is not here: it runs
+per cell, in its own worker call, so a native crash costs one cell (runner.py).
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+import traceback
+from dataclasses import dataclass, field, fields
+
+import torch
+
+from harness.stages import backends
+from harness.stages.build import build_module, make_inputs, upcast_reference
+from harness.stages.lower import lower
+from harness.stages.quantize import output_qparams, quantize
+from harness.lane import Lane
+from harness.spec import ConvCase
+from harness.status import Status
+
+
+@dataclass
+class References:
+    """What a lane's output is judged against (compare.py): the inputs it ran on, the
+    reference, and for int8 / fp16 / bf16 the float and eager outputs measured beside it."""
+    inputs: tuple
+    ref: torch.Tensor
+    float_ref: torch.Tensor | None = None
+    eager_ref: torch.Tensor | None = None
+
+
+@dataclass
+class Prepared:
+    """One lane's static stages: the verdict so far, the lowered program, its references.
+    What step 1 of a run hands to execution as it is (nothing is rebuilt or re-read), and what
+    the cache stores (``to_meta`` + program.pte + refs.pt)."""
+    lane: Lane
+    status: str | None = None  # a static verdict, or None: to execute
+    phase: str | None = None
+    message: str = ""
+    traceback: str = ""
+    refs: References | None = None
+    out_scale: float | None = None
+    pte: bytes | None = None
+    pte_size_kb: float | None = None
+    quantize_time_s: float | None = None
+    lower_time_s: float | None = None
+    delegated_ops: dict = field(default_factory=dict)
+    undelegated_ops: dict = field(default_factory=dict)
+    contract_violations: list = field(default_factory=list)
+    prepare_share_s: float = 0.0  # this lane's share of the case's eager/quantize/export work
+
+    def to_meta(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self)
+                if f.name not in ("lane", "refs", "pte")}
+
+    @classmethod
+    def from_meta(cls, lane: Lane, meta: dict, pte: bytes | None = None,
+                  refs: References | None = None) -> Prepared:
+        known = {f.name for f in fields(cls)}
+        return cls(lane=lane, pte=pte, refs=refs, **{k: v for k, v in meta.items() if k in known})
+
+    @property
+    def seconds(self) -> float:
+        return round((self.lower_time_s or 0) + self.prepare_share_s, 3)
+
+
+def prepare_case(case: ConvCase, lanes: list[Lane]) -> dict[Lane, Prepared]:
+    """-> a Prepared per lane; INVALID ones are not cacheable."""
+    t0 = time.perf_counter()
+    try:
+        module = build_module(case)
+        inputs = make_inputs(case)
+        with torch.no_grad():
+            float_ref = module(*inputs)  # the eager output, in the case's dtype
+    except Exception as e:  # PyTorch's own verdict on the configuration
+        return {lane: Prepared(lane, status=Status.INVALID.value, phase="eager",
+                               message=f"{type(e).__name__}: {e}".splitlines()[0])
+                for lane in lanes}
+    programs: dict[str, _Program] = {}  # quantizer family -> exported program, refs, or error
+    prepared = {}
+    for lane in lanes:
+        backend = backends.get(lane.backend)
+        family = backend.quantizer_family if case.quant else "float"
+        if family not in programs:
+            programs[family] = _program(case, module, inputs, float_ref, backend)
+        prepared[lane] = _lowered(programs[family], backend, lane)
+    shared_s = time.perf_counter() - t0 - sum(p.lower_time_s or 0 for p in prepared.values())
+    for p in prepared.values():  # the case's shared seconds, split over its lanes
+        p.prepare_share_s = round(shared_s / len(prepared), 3)
+    return prepared
+
+
+@dataclass
+class _Program:
+    """What every lane of one quantizer family lowers: the exported program (or the error of
+    the stage that failed), its references and the output scale."""
+    refs: References
+    exported: object = None
+    status: str | None = None
+    phase: str | None = None
+    message: str = ""
+    traceback: str = ""
+    out_scale: float | None = None
+    quantize_time_s: float | None = None
+
+
+def _program(case: ConvCase, module, inputs: tuple, float_ref, backend) -> _Program:
+    """Quantize (if the case asks for it) and export."""
+    refs = References(inputs=inputs, ref=float_ref)
+    if float_ref.dtype != torch.float32:  # fp16/bf16: judged against the upcast reference
+        refs.ref, refs.eager_ref = upcast_reference(module, inputs, float_ref.dtype), float_ref
+    program = _Program(refs=refs)
+    program_module = module
+    try:
+        program.phase = "quantize"
+        if case.quant:
+            program_module, program.quantize_time_s = quantize(case, module, inputs, backend)
+            with torch.no_grad():
+                refs.ref = program_module(*inputs)
+            refs.float_ref = float_ref
+            qparams = output_qparams(program_module)
+            program.out_scale = qparams[0] if qparams else None
+        program.phase = "export"
+        program.exported = torch.export.export(program_module, inputs)
+    except Exception as e:  # the stage's own error is the finding, for every lane of it
+        program.status, program.message = Status.LOWER_ERROR.value, first_line(e)
+        program.traceback = traceback.format_exc(limit=-8)
+    return program
+
+
+def _lowered(program: _Program, backend, lane: Lane) -> Prepared:
+    """One lane: lower a private copy of the shared program, then the static checks."""
+    out = Prepared(lane, status=program.status, phase=program.phase, message=program.message,
+                   traceback=program.traceback, refs=program.refs, out_scale=program.out_scale,
+                   quantize_time_s=program.quantize_time_s)
+    if program.status is not None:
+        return out
+    try:
+        out.phase = "lower"
+        # Lowering may rewrite the program it is given; every lane starts from the same one.
+        lowered = lower(copy.deepcopy(program.exported), backend, list(lane.fixes))
+    except Exception as e:
+        out.status, out.message = Status.LOWER_ERROR.value, first_line(e)
+        out.traceback = traceback.format_exc(limit=-8)
+        return out
+    out.phase, out.pte = "check", lowered.pte
+    out.pte_size_kb = round(len(lowered.pte) / 1024, 2)
+    out.lower_time_s = round(lowered.lower_time_s, 3)
+    out.delegated_ops, out.undelegated_ops = lowered.delegated_ops, lowered.undelegated_ops
+    if not lowered.conv_delegated:
+        outside = ", ".join(f"{k} x{v}" for k, v in sorted(lowered.undelegated_ops.items()))
+        out.status = Status.NOT_DELEGATED.value
+        out.message = f"outside the {backend.name} delegate: {outside or 'everything'}"
+        return out
+    out.contract_violations = backend.contract_violations(lowered.edge_manager)
+    if out.contract_violations:
+        out.status = Status.CONTRACT_VIOLATION.value
+        out.message = "; ".join(out.contract_violations)
+    return out
+
+
+def first_line(e: BaseException) -> str:
+    """The error's first line, then its root cause's (pass managers wrap the real error);
+    a bare ``assert`` (no message) is named by where it failed."""
+    text = _describe(e)
+    root = e
+    while root.__cause__ is not None and root.__cause__ is not root:
+        root = root.__cause__
+    if root is not e:
+        text += f" <- {_describe(root)}"
+    return text[:600]
+
+
+def _describe(e: BaseException) -> str:
+    lines = [ln for ln in str(e).strip().splitlines() if ln.strip()]
+    if lines:
+        return f"{type(e).__name__}: {lines[0]}"
+    frame = traceback.extract_tb(e.__traceback__)[-1] if e.__traceback__ else None
+    if frame is None:
+        return type(e).__name__
+    where = frame.filename.split("site-packages/")[-1]
+    return f"{type(e).__name__} at {where}:{frame.lineno}: {frame.line}"
