@@ -4,10 +4,19 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import os
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from harness import __version__
+
+
+def cache_home() -> Path:
+    """Where convconf keeps what it builds on this machine (lowered programs, runtime plug-ins,
+    toolchains): $CONVCONF_CACHE, else $XDG_CACHE_HOME/convconf, else ~/.cache/convconf."""
+    base = os.environ.get("CONVCONF_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "convconf")
+    return Path(base)
 
 
 @functools.lru_cache(maxsize=1)

@@ -34,6 +34,12 @@ def ingested(vulkan_runtime, tmp_path_factory):
                    "--cases", cases, "--max-examples", 0, "-j", 2, "--cache", tmp / "cache",
                    "--vulkan-runtime", vulkan_runtime.library, "--no-progress")
     assert proc.returncode == 0, proc.stderr
+    # everything below works on the run folder moved elsewhere (a CI artifact, another disk):
+    # a run is known by its id, not its path
+    moved = tmp / "elsewhere" / "run"
+    moved.parent.mkdir()
+    shutil.move(run, moved)
+    run = moved
     local = matrix.read(run)
     made = harness("bundle", run, "--out", tmp / "b")
     assert made.returncode == 0, made.stderr
@@ -115,3 +121,35 @@ def test_cells_without_results_are_no_runtime_and_bad_results_are_one_line(inges
     bad = harness("ingest", run, partial, "--device-name", "part")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
     assert bad.stderr.startswith("convconf: error: ") and "cells.json: unreadable" in bad.stderr
+
+
+def test_a_moved_run_diffs_repros_and_resumes(ingested, tmp_path):
+    tmp, local, _, _ = ingested
+    run = tmp / "elsewhere" / "run"
+    same = harness("diff", run, run)
+    assert same.returncode == 0 and "regressed 0" in same.stdout, same.stdout + same.stderr
+    cell = local.iloc[0]
+    rep = harness("repro", cell.case_id, "--backend", cell.backend, "--dir", run)
+    assert rep.returncode == 0 and Path(rep.stdout.strip()).exists(), rep.stderr
+    # resume a copy of it with half its journal gone: the missing cells are run again, the
+    # finished ones kept, and the matrix is the same
+    copy = tmp_path / "copy"
+    shutil.copytree(run, copy)
+    lines = (copy / "journal.jsonl").read_text().splitlines(keepends=True)
+    (copy / "journal.jsonl").write_text("".join(lines[: len(lines) // 2]))
+    resumed = harness("run", "--resume", copy, "--no-progress", "--no-report")
+    assert resumed.returncode == 0, resumed.stderr
+    again = matrix.read(copy)
+    stock = local[~local.backend.str.contains("@")]
+    assert list(again.status) == list(stock.status) and list(again.case_id) == list(stock.case_id)
+
+
+def test_ingest_refuses_the_results_of_another_run(ingested, tmp_path):
+    tmp, _, _, _ = ingested
+    other = tmp_path / "other"
+    shutil.copytree(tmp / "elsewhere" / "run", other)
+    header = json.loads((other / "run.json").read_text())
+    (other / "run.json").write_text(json.dumps({**header, "run_id": "another-run"}))
+    back = harness("ingest", other, tmp / "results", "--device-name", "again")
+    assert back.returncode == 2 and len(back.stderr.strip().splitlines()) == 1, back.stderr
+    assert "not of run another-run" in back.stderr

@@ -1,6 +1,7 @@
 """--shard K/N and `harness merge`: a merged 2-shard run equals the unsharded run cell for cell."""
 
 import json
+import shutil
 import random
 import subprocess
 import sys
@@ -63,7 +64,11 @@ def test_two_shards_merged_equal_the_unsharded_run(runs):
     s1 = pd.read_csv(runs / "s1" / "matrix.csv")
     s2 = pd.read_csv(runs / "s2" / "matrix.csv")
     assert len(s1) and len(s2) and not set(s1.case_id) & set(s2.case_id)  # whole cases split
-    proc = harness("merge", runs / "s1", runs / "s2", "--out", runs / "merged")
+    # as CI does: each shard's folder downloaded elsewhere (an artifact) before the merge
+    moved = runs / "downloaded"
+    for shard in ("s1", "s2"):
+        shutil.copytree(runs / shard, moved / shard)
+    proc = harness("merge", moved / "s1", moved / "s2", "--out", runs / "merged")
     assert proc.returncode == 0, proc.stderr
     assert "2 shards merged" in proc.stdout
     whole = pd.read_csv(runs / "whole" / "matrix.csv")

@@ -19,6 +19,6 @@ class RuntimeBuildError(Exception):
 
 
 def cache_root(root: str | None = None) -> Path:
-    from harness.stages.cache import default_dir
+    from harness.versions import cache_home
 
-    return Path(root) if root else default_dir()
+    return Path(root) if root else cache_home()

@@ -19,9 +19,7 @@ from harness import versions
 
 
 def default_dir() -> Path:
-    base = os.environ.get("CONVCONF_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "convconf")
-    return Path(base)
+    return versions.cache_home()
 
 
 def key(case_id: str, lane, stack: dict | None = None) -> str:

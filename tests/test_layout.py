@@ -1,0 +1,114 @@
+"""The house rules the folder layout stands for, checked on the code itself: the cache digest
+covers every module that decides a cached outcome, and imports only go down the data flow."""
+
+import ast
+import shutil
+from pathlib import Path
+
+import pytest
+
+from harness import versions
+
+PACKAGE = Path(versions.__file__).resolve().parent
+
+
+def test_the_digest_is_derived_from_the_stages_folder_not_a_list():
+    stages = sorted((PACKAGE / "stages").rglob("*.py"))
+    digested = set(versions.digested_sources())
+    assert stages and set(stages) <= digested  # every stage module, found by walking
+    assert {PACKAGE / "spec.py", PACKAGE / "status.py"} <= digested
+    assert not any("run" in p.relative_to(PACKAGE).parts[:1] for p in digested)
+
+
+@pytest.mark.parametrize("module", ["stages/cell.py", "stages/prepare.py", "stages/lower.py",
+                                    "stages/backends/vulkan_contract.py", "spec.py",
+                                    "stages/fixes/vulkan_conv_padding.py"])
+def test_editing_a_module_that_decides_a_cached_outcome_changes_the_digest(module, tmp_path):
+    copy = tmp_path / "harness"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    before = versions.digest_of(copy)
+    assert before == versions.pipeline_digest()  # the copy digests like the real package
+    with open(copy / module, "a") as fh:
+        fh.write("\n# a changed rule\n")
+    assert versions.digest_of(copy) != before
+
+
+def test_a_new_stage_module_changes_the_digest(tmp_path):
+    copy = tmp_path / "harness"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    before = versions.digest_of(copy)
+    (copy / "stages" / "fixes" / "new_fix.py").write_text("NAME = 'new'\n")
+    assert versions.digest_of(copy) != before
+
+
+def imports() -> dict[str, set[str]]:
+    """module (dotted, under harness) -> the harness modules it imports (top level or not)."""
+    graph = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE).with_suffix("").parts
+        name = ".".join(p for p in ("harness", *parts) if p != "__init__")
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("harness"):
+                found |= {f"{node.module}.{a.name}" for a in node.names} | {node.module}
+            elif isinstance(node, ast.Import):
+                found |= {a.name for a in node.names if a.name.startswith("harness")}
+        graph[name] = found
+    modules = set(graph)
+    return {m: {t for t in targets if t in modules and t != m} for m, targets in graph.items()}
+
+
+FLOORS = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
+
+
+def floor(module: str) -> str:
+    parts = module.split(".")
+    if module == "harness.__main__":  # the entry point stands on the command line's floor
+        return "cli"
+    return parts[1] if len(parts) > 1 and parts[1] in FLOORS else "vocabulary"
+
+
+# What each floor may import (besides itself): the data flow, downwards only.
+ALLOWED = {
+    "vocabulary": {"vocabulary"},
+    "runtimes": {"vocabulary", "runtimes"},
+    "generation": {"vocabulary", "generation", "stages"},  # from_model builds modules to check cases
+    "stages": {"vocabulary", "stages", "runtimes"},
+    "results": {"vocabulary", "results", "stages", "runtimes"},
+    "run": {"vocabulary", "run", "stages", "runtimes", "results", "generation"},
+    "cli": {"vocabulary", "cli", "run", "stages", "runtimes", "results", "generation"},
+}
+
+
+def test_imports_go_down_the_data_flow():
+    back = [f"{m} -> {t}" for m, targets in imports().items() for t in targets
+            if floor(t) not in ALLOWED[floor(m)] | {floor(m)}]
+    assert not back, "\n".join(sorted(back))
+
+
+def test_results_never_import_run_machinery():
+    graph = imports()
+    assert not [(m, t) for m, ts in graph.items() if floor(m) == "results"
+                for t in ts if floor(t) == "run"]
+
+
+def test_no_import_circles():
+    graph = imports()
+    # package __init__ files re-export their children; an edge to a parent package is not a cycle
+    edges = {m: {t for t in ts if not m.startswith(t + ".")} for m, ts in graph.items()}
+    state: dict[str, int] = {}
+    cycles = []
+
+    def visit(m, stack):
+        state[m] = 1
+        for t in edges.get(m, ()):
+            if state.get(t) == 1:
+                cycles.append(" -> ".join(stack[stack.index(t):] + [t]))
+            elif t not in state:
+                visit(t, stack + [t])
+        state[m] = 2
+
+    for m in sorted(edges):
+        if m not in state:
+            visit(m, [m])
+    assert not cycles, "\n".join(cycles)
