@@ -1,0 +1,175 @@
+"""Known upstream issues: which ExecuTorch issue/PR tracks a finding (cases/upstream/known_issues.json).
+
+An entry matches a cell when its backend family, status, message regex (``re.search``; null: any)
+and every ``when`` condition on ``features(case)`` hold: a value, a list (any of; for the set-valued
+``list1_args``: any shared name), ``{"not_in": [...]}``, or a comparison such as ``">1"`` (ints)."""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import functools
+import json
+import operator
+import re
+from pathlib import Path
+from typing import Any, Optional
+
+from harness.spec import ConvCase
+
+KNOWN_ISSUES_FILE = Path(__file__).resolve().parents[2] / "cases" / "upstream" / "known_issues.json"
+BACKENDS = ("vulkan", "xnnpack")
+STATUSES = ("LOWER_ERROR", "NOT_DELEGATED", "CONTRACT_VIOLATION", "RUNTIME_ERROR", "CRASH", "MISMATCH")
+UPSTREAM_STATES = {"issue": ("open", "closed"), "pr": ("open", "closed", "merged")}
+Upstream = collections.namedtuple("Upstream", "repo number kind state title url")
+_CMP = re.compile(r"^(>=|<=|!=|==|>|<)\s*(-?\d+)$")
+_OPS = {">=": operator.ge, "<=": operator.le, "!=": operator.ne, "==": operator.eq,
+        ">": operator.gt, "<": operator.lt}
+
+
+def _int(v: Any) -> bool:
+    return type(v) is int  # a bool is not an int here
+
+
+def _str_or_none(v: Any) -> bool:
+    return v is None or isinstance(v, str)
+
+
+def _upstream_ok(u: Any) -> bool:
+    return (isinstance(u, dict) and set(u) == set(Upstream._fields) and _int(u["number"])
+            and isinstance(u["title"], str) and u["state"] in UPSTREAM_STATES.get(u["kind"], ())
+            and u["url"] == f"https://github.com/{u['repo']}/"
+                            f"{'pull' if u['kind'] == 'pr' else 'issues'}/{u['number']}")
+
+
+# Every entry field and its check.
+_FIELDS = {"id": lambda v: isinstance(v, str) and re.fullmatch(r"[a-z0-9][a-z0-9.-]*", v),
+           "backend": lambda v: v in BACKENDS, "title": lambda v: isinstance(v, str) and v,
+           "statuses": lambda v: isinstance(v, list) and v and all(s in STATUSES for s in v),
+           "message": _str_or_none, "when": lambda v: isinstance(v, dict),
+           "upstream": lambda v: v is None or isinstance(v, list) and v and all(map(_upstream_ok, v)),
+           "fixed_in": _str_or_none, "note": lambda v: isinstance(v, str),
+           "evidence": lambda v: isinstance(v, list)
+           and all(isinstance(u, str) and u.startswith("https://") for u in v)}
+
+
+def features(c: ConvCase) -> dict[str, Any]:
+    """What a ``when`` may name. ``depthwise`` is the Vulkan runtime's (in == out == groups, not
+    transposed); ``kernel`` is k for a k x k kernel, else the tuple; ``max_padding`` per side."""
+    kernel, stride, dilation, out_pad = map(c.spatial, ("kernel_size", "stride", "dilation",
+                                                        "output_padding"))
+    per_group = (c.in_channels // c.groups, c.out_channels // c.groups)
+    return {**{n: getattr(c, n) for n in ("dim", "transposed", "in_channels", "out_channels",
+                                          "groups", "bias", "dtype", "quant", "padding_mode")},
+            "padding_spelling": c.padding_spelling, "kernel_parity": c.kernel_parity,
+            "batch": c.input_shape[0], "short_int_list": c.has_short_int_list(),
+            "depthwise": not c.transposed and c.in_channels == c.groups == c.out_channels,
+            "channels_per_group_mod4": max(n % 4 for n in per_group),
+            "kernel": kernel[0] if len(set(kernel)) == 1 else tuple(kernel),
+            "max_stride": max(stride), "max_dilation": max(dilation),
+            "max_padding": max(max(p) for p in c.side_pads()), "max_output_padding": max(out_pad),
+            "stride_equals_dilation": tuple(stride) == tuple(dilation),
+            "output_padding_ge_stride": c.transposed and any(map(operator.ge, out_pad, stride)),
+            "list1_args": [n for n in ("stride", "padding", "dilation", "output_padding") if c.dim > 1
+                           and isinstance(getattr(c, n), tuple) and len(getattr(c, n)) == 1]}
+
+
+# The vocabulary with each feature's value type ("quant" may be null; "list1_args" holds names).
+_REF = features(ConvCase(dim=2, in_channels=4, out_channels=4, kernel_size=3, input_shape=(1, 4, 8, 8)))
+
+
+@dataclasses.dataclass(frozen=True)
+class KnownIssue:
+    id: str
+    backend: str
+    title: str
+    statuses: tuple
+    message: Optional[str]
+    when: tuple  # ((feature, op, arg), ...); op "in" / "not_in" with a tuple, or ">", ">=", ...
+    upstream: tuple  # of Upstream; empty: nothing upstream tracks it (file it)
+    fixed_in: Optional[str]
+    evidence: tuple
+    note: str
+
+    @property
+    def label(self) -> str:
+        if not self.upstream:
+            return "known, not reported upstream"
+        refs = ", ".join(f"{'' if u.repo == 'pytorch/executorch' else u.repo}#{u.number} ({u.state})"
+                         for u in self.upstream)
+        return f"known: {refs}" + (f", fixed in {self.fixed_in}" if self.fixed_in else "")
+
+    def matches(self, family: str, feats: dict, status: str, message: str) -> bool:
+        return (family == self.backend and status in self.statuses
+                and (self.message is None or re.search(self.message, message or "") is not None)
+                and all(_holds(op, arg, feats[name]) for name, op, arg in self.when))
+
+
+def _holds(op: str, arg: Any, value: Any) -> bool:
+    if op in _OPS:
+        return _int(value) and _OPS[op](value, arg)
+    return (bool(set(value) & set(arg)) if isinstance(value, list) else value in arg) == (op == "in")
+
+
+def _condition(name: str, raw: Any, bad) -> tuple:
+    if name not in _REF:
+        raise bad(f"when.{name}", f"unknown feature (known: {', '.join(sorted(_REF))})")
+    cmp = _CMP.match(raw) if isinstance(raw, str) else None
+    if cmp and not _int(_REF[name]):
+        raise bad(f"when.{name}", f"a comparison {raw!r} needs an int feature")
+    if cmp:
+        return name, cmp.group(1), int(cmp.group(2))
+    if isinstance(raw, dict) and (set(raw) != {"not_in"} or not isinstance(raw["not_in"], list)):
+        raise bad(f"when.{name}", 'a mapping must be {"not_in": [...]}')
+    op, atoms = (("not_in", raw["not_in"]) if isinstance(raw, dict) else
+                 ("in", raw if isinstance(raw, list) else [raw]))
+    ok = {"quant": _str_or_none, "list1_args": lambda a: isinstance(a, str)}.get(
+        name, lambda a: type(a) is type(_REF[name]))
+    for a in [a for a in atoms if not ok(a)][:1]:
+        raise bad(f"when.{name}", f"{a!r} is not a valid value for this feature")
+    return name, op, tuple(atoms)
+
+
+def _entry(raw: Any, bad) -> KnownIssue:
+    if not isinstance(raw, dict):
+        raise bad("*", "an entry must be a JSON object")
+    for k in [k for k in raw if k not in _FIELDS] + [k for k in _FIELDS if k not in raw]:
+        raise bad(k, "unknown field" if k in raw else "missing")
+    for k in [k for k, ok in _FIELDS.items() if not ok(raw[k])][:1]:
+        raise bad(k, f"bad value {raw[k]!r} (the checks: _FIELDS in harness/known_issues.py)")
+    try:
+        re.compile(raw["message"] or "")
+    except re.error as e:
+        raise bad("message", f"not a valid regex ({e})") from None
+    return KnownIssue(**{**raw, "statuses": tuple(raw["statuses"]), "evidence": tuple(raw["evidence"]),
+                         "when": tuple(_condition(n, v, bad) for n, v in sorted(raw["when"].items())),
+                         "upstream": tuple(Upstream(**u) for u in raw["upstream"] or ())})
+
+
+@functools.lru_cache(maxsize=8)
+def load(path: str | Path = KNOWN_ISSUES_FILE) -> tuple[KnownIssue, ...]:
+    """Read and validate a known-issues file; ValueError is one line naming file, entry, field."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise ValueError(f"{path}: cannot read a known-issues file ({e})".replace("\n", " ")) from None
+    if not isinstance(data, list):
+        raise ValueError(f"{path}: a known-issues file must be a JSON list of entries")
+    issues: list[KnownIssue] = []
+    for i, raw in enumerate(data):
+        def bad(field: str, why: str, i: int = i) -> ValueError:
+            return ValueError(f"{path}: entry #{i}: field {field!r}: {why}".replace("\n", " "))
+        issues.append(_entry(raw, bad))
+        if issues[-1].id in {k.id for k in issues[:-1]}:
+            raise bad("id", f"duplicate id {issues[-1].id!r}")
+    return tuple(issues)
+
+
+def match(backend: str, case: ConvCase, status: str, message: str,
+          issues: Optional[tuple] = None) -> list[KnownIssue]:
+    """The known issues (default: the shipped file's) a cell of a lane shows ("vulkan@h200",
+    "vulkan+vulkan-conv-padding": the backend family decides)."""
+    family = backend.split("@")[0].split("+")[0].strip().lower()
+    feats = features(case)
+    return [k for k in (load() if issues is None else issues)
+            if k.matches(family, feats, status, message)]

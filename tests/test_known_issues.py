@@ -1,0 +1,236 @@
+"""cases/upstream/known_issues.json: it loads, each entry is matched by a cell showing its bug and not by a
+control one feature away, and a malformed file is one ValueError line naming the entry and field.
+Pure Python: no lowering, no runtime."""
+
+import copy
+import json
+
+import pytest
+
+from harness.results import known_issues
+from harness.results.known_issues import KNOWN_ISSUES_FILE, features, load, match
+from harness.spec import ConvCase
+
+
+def case(**kw) -> ConvCase:
+    base = dict(dim=2, in_channels=4, out_channels=4, kernel_size=3, input_shape=(1, 4, 8, 8))
+    return ConvCase(**{**base, **kw})
+
+
+IVEC2 = ("Exception raised from make_ivec2 at executorch/backends/vulkan/runtime/utils/VecUtils.h:367: "
+         "(ints.size() == 2) is false!")
+SNED = ("get_shader_info at executorch/backends/vulkan/runtime/api/ShaderRegistry.cpp:51: "
+        "(it != listings_.end()) is false! Could not find ShaderInfo with name conv2d_dw_sned_float")
+INDEX = ("Exception raised from index_tensor at executorch/backends/vulkan/runtime/graph/ops/impl/"
+         "IndexTensor.cpp:76: (indices_list->size() == 1) is false! index.Tensor: only one index "
+         "tensor is supported")
+MISMATCH = "252/336 elements outside atol=0.0001 rtol=0.0001, max|d|=8.57"
+XNN_0X1 = "Failed to execute method forward, error: 0x1"
+OUT_VARIANTS = "RuntimeError: Missing out variants: {'quantized_decomposed::dequantize_per_channel'}"
+Q8TA_306 = ("add_q8ta_conv2d_node at executorch/backends/vulkan/runtime/graph/ops/impl/"
+            "Q8taConv2d.cpp:306: (conv_params.in_channels_per_group % 4 == 0) is false!")
+DW7 = dict(in_channels=4, out_channels=4, groups=4, kernel_size=7)
+
+# id -> (backend lane, case, status, message) showing the bug (corpus files and README) ...
+REPRESENTATIVE = {
+    "vulkan-make-ivec2-length-1": (
+        "vulkan", case(in_channels=3, out_channels=64, padding="valid",
+                       input_shape=(1, 3, 224, 224)), "RUNTIME_ERROR", IVEC2),
+    "vulkan-dw-generic-shader-right-edge": ("vulkan", case(**DW7, padding=3), "MISMATCH", MISMATCH),
+    "vulkan-grouped-conv-channels-per-group-not-x4": (
+        "vulkan", case(in_channels=8, out_channels=4, groups=2, padding=1, input_shape=(1, 8, 8, 8)),
+        "MISMATCH", MISMATCH),
+    "vulkan-q8ta-conv-batch": (
+        "vulkan", case(input_shape=(2, 4, 8, 8), quant="int8_per_channel"), "MISMATCH", MISMATCH),
+    "vulkan-q8-per-tensor-weight-scales-assert": (
+        "vulkan", case(stride=[2], quant="int8_per_tensor"), "LOWER_ERROR",
+        "AssertionError at executorch/backends/vulkan/patterns/quantized_convolution.py:94: "
+        "assert self.weight_scales_node is not None"),
+    "vulkan-dw-sned-missing-shader": (
+        "vulkan", case(groups=4, kernel_size=2, dilation=2), "RUNTIME_ERROR", SNED),
+    "vulkan-index-tensor-reflect-replicate": (
+        "vulkan", case(padding=1, padding_mode="replicate"), "RUNTIME_ERROR", INDEX),
+    "xnnpack-tconv-output-padding-ge-stride": (
+        "xnnpack", case(transposed=True, stride=2, dilation=3, output_padding=2,
+                        input_shape=(1, 4, 6, 6)), "RUNTIME_ERROR", XNN_0X1),
+    "xnnpack-conv2d-length-1-stride-list": (
+        "xnnpack", case(stride=[2]), "LOWER_ERROR",
+        "Exception: An error occurred when running the 'Conv1dUnsqueezePass' pass after the "
+        "following passes: []"),
+    "xnnpack-quantized-same-even-kernel": (
+        "xnnpack", case(dim=1, kernel_size=4, padding="same", input_shape=(1, 4, 16),
+                        quant="int8_per_tensor"), "NOT_DELEGATED",
+        "outside the xnnpack delegate: aten.convolution x1"),
+    "xnnpack-missing-out-variant-dequantize-per-channel": (
+        "xnnpack", case(dim=1, kernel_size=2, dilation=3, padding="same", input_shape=(1, 4, 9),
+                        quant="int8_per_channel"), "LOWER_ERROR", OUT_VARIANTS),
+    "vulkan-conv1d-pw-groups": (
+        "vulkan", case(dim=1, kernel_size=1, groups=2, input_shape=(1, 4, 7)), "RUNTIME_ERROR",
+        "conv1d_pw at executorch/backends/vulkan/runtime/graph/ops/impl/Conv1dPW.cpp:220: "
+        "(graph.get_int(args[6]) == 1) is false! conv1d_pw only supports groups=1"),
+    "vulkan-q8ta-group-channels": (
+        "vulkan", case(in_channels=12, out_channels=8, groups=2, input_shape=(1, 12, 8, 8),
+                       quant="int8_per_channel"), "RUNTIME_ERROR", Q8TA_306),
+    "vulkan-grouped-transposed-conv": (
+        "vulkan", case(transposed=True, in_channels=8, out_channels=8, groups=2,
+                       input_shape=(1, 8, 6, 6)), "MISMATCH", MISMATCH),
+    "vulkan-q8-depthwise-oc-not-x4": (
+        "vulkan", case(in_channels=6, out_channels=6, groups=6, input_shape=(1, 6, 8, 8),
+                       quant="int8_per_channel"), "LOWER_ERROR",
+        "AssertionError: depthwise conv requires that OC is divisible by 4"),
+}
+
+# ... and a control one step away (the same message unless the message is what differs).
+CONTROL = {
+    "vulkan-make-ivec2-length-1": ("vulkan", case(padding=0), "RUNTIME_ERROR", IVEC2),
+    "vulkan-dw-generic-shader-right-edge": ("vulkan", case(**DW7, padding=0), "MISMATCH", MISMATCH),
+    "vulkan-grouped-conv-channels-per-group-not-x4": (
+        "vulkan", case(in_channels=16, out_channels=16, groups=4, padding=1, input_shape=(1, 16, 8, 8)),
+        "MISMATCH", MISMATCH),
+    "vulkan-q8ta-conv-batch": ("vulkan", case(quant="int8_per_channel"), "MISMATCH", MISMATCH),
+    "vulkan-q8-per-tensor-weight-scales-assert": (
+        "vulkan", case(quant="int8_per_tensor"), "LOWER_ERROR", "AssertionError: something else"),
+    "vulkan-dw-sned-missing-shader": ("vulkan", case(groups=4, dilation=2), "RUNTIME_ERROR", SNED),
+    "vulkan-index-tensor-reflect-replicate": ("vulkan", case(padding=1), "RUNTIME_ERROR", INDEX),
+    "xnnpack-tconv-output-padding-ge-stride": (
+        "xnnpack", case(transposed=True, stride=2, dilation=2, output_padding=1,
+                        input_shape=(1, 4, 6, 6)), "RUNTIME_ERROR", XNN_0X1),
+    "xnnpack-conv2d-length-1-stride-list": (
+        "xnnpack", case(dim=1, stride=[2], input_shape=(1, 4, 8)), "LOWER_ERROR",
+        "Exception: An error occurred when running the 'Conv1dUnsqueezePass' pass"),
+    "xnnpack-quantized-same-even-kernel": (
+        "xnnpack", case(dim=1, kernel_size=3, padding="same", input_shape=(1, 4, 16),
+                        quant="int8_per_tensor"), "NOT_DELEGATED",
+        "outside the xnnpack delegate: aten.convolution x1"),
+    "xnnpack-missing-out-variant-dequantize-per-channel": (
+        "xnnpack", case(dim=1, kernel_size=4, padding="same", input_shape=(1, 4, 16),
+                        quant="int8_per_tensor"), "LOWER_ERROR",
+        "RuntimeError: Missing out variants: {'quantized_decomposed::dequantize_per_tensor'}"),
+    "vulkan-conv1d-pw-groups": (
+        "vulkan", case(dim=1, kernel_size=1, input_shape=(1, 4, 7)), "RUNTIME_ERROR",
+        "conv1d_pw at executorch/backends/vulkan/runtime/graph/ops/impl/Conv1dPW.cpp:220"),
+    "vulkan-q8ta-group-channels": (
+        "vulkan", case(in_channels=8, out_channels=8, groups=2, input_shape=(1, 8, 8, 8),
+                       quant="int8_per_channel"), "RUNTIME_ERROR", Q8TA_306),
+    "vulkan-grouped-transposed-conv": (
+        "vulkan", case(transposed=True, in_channels=8, out_channels=8, input_shape=(1, 8, 6, 6)),
+        "MISMATCH", MISMATCH),
+    "vulkan-q8-depthwise-oc-not-x4": (
+        "vulkan", case(in_channels=6, out_channels=6, groups=6, input_shape=(1, 6, 8, 8)),
+        "LOWER_ERROR", "AssertionError: depthwise conv requires that OC is divisible by 4"),
+}
+
+
+def ids(cell) -> list[str]:
+    return [k.id for k in match(*cell)]
+
+
+def test_shipped_file_loads_and_every_entry_has_a_representative_and_a_control():
+    issues = load()
+    assert issues and len({k.id for k in issues}) == len(issues)
+    assert {k.id for k in issues} == set(REPRESENTATIVE) == set(CONTROL)
+
+
+@pytest.mark.parametrize("issue_id", sorted(REPRESENTATIVE))
+def test_entry_matches_its_bug(issue_id):
+    assert issue_id in ids(REPRESENTATIVE[issue_id])
+
+
+@pytest.mark.parametrize("issue_id", sorted(CONTROL))
+def test_entry_does_not_match_its_control(issue_id):
+    assert issue_id not in ids(CONTROL[issue_id])
+
+
+def test_status_and_backend_decide_too():
+    lane, c, status, message = REPRESENTATIVE["vulkan-make-ivec2-length-1"]
+    assert ids(("xnnpack", c, status, message)) == []
+    assert ids((lane, c, "PASS", message)) == []
+    assert "vulkan-make-ivec2-length-1" in ids(("vulkan+vulkan-conv-padding", c, status, message))
+    assert "vulkan-make-ivec2-length-1" in ids(("vulkan@h200", c, status, message))
+    # the quantized path's symptom of the same cause, and the static check's prediction
+    assert "vulkan-make-ivec2-length-1" in ids((lane, c, status, "IndexError: vector::_M_range_check"))
+    assert "vulkan-make-ivec2-length-1" in ids((lane, c, "CONTRACT_VIOLATION",
+                                                 "[ivec2] aten.convolution.default: padding IntList"))
+
+
+def test_labels():
+    by_id = {k.id: k for k in load()}
+    assert by_id["vulkan-make-ivec2-length-1"].label == "known: #22774 (open), #22778 (open)"
+    assert by_id["xnnpack-conv2d-length-1-stride-list"].label.endswith(", fixed in 1.5.1")
+    assert by_id["vulkan-grouped-conv-channels-per-group-not-x4"].label == "known, not reported upstream"
+
+
+def test_features():
+    f = features(case(groups=4, kernel_size=(7, 3), stride=[2], padding="same"))
+    assert (f["depthwise"], f["kernel"], f["list1_args"], f["max_stride"]) == (True, (7, 3), ["stride"], 2)
+    assert f["channels_per_group_mod4"] == 1 and f["stride_equals_dilation"] is False
+    assert features(case(in_channels=8, out_channels=16, groups=2))["channels_per_group_mod4"] == 0
+    assert features(case(dim=1, stride=[2], input_shape=(1, 4, 8)))["list1_args"] == []
+    t = features(case(transposed=True, stride=1, dilation=2, output_padding=1))
+    assert t["output_padding_ge_stride"] and not t["depthwise"]
+
+
+def write(tmp_path, data, name="k.json"):
+    path = tmp_path / name
+    path.write_text(data if isinstance(data, str) else json.dumps(data))
+    return path
+
+
+def entries():
+    return json.loads(KNOWN_ISSUES_FILE.read_text())
+
+
+def broken(i, mutate):
+    data = entries()
+    mutate(data[i])
+    return data
+
+
+@pytest.mark.parametrize("i,mutate,field", [
+    (1, lambda e: e.update(message="make_ivec2(("), "message"),
+    (2, lambda e: e.update(severity="high"), "severity"),
+    (0, lambda e: e.pop("note"), "note"),
+    (3, lambda e: e.update(statuses="MISMATCH"), "statuses"),
+    (3, lambda e: e.update(statuses=["BROKEN"]), "statuses"),
+    (4, lambda e: e.update(backend="qnn"), "backend"),
+    (5, lambda e: e["when"].update(kernal={"not_in": [3, 5]}), "when.kernal"),
+    (5, lambda e: e["when"].update(depthwise="true"), "when.depthwise"),
+    (5, lambda e: e["when"].update(groups="two"), "when.groups"),
+    (5, lambda e: e["when"].update(padding_mode=">1"), "when.padding_mode"),
+    (5, lambda e: e["when"].update(kernel={"in": [3]}), "when.kernel"),
+    (0, lambda e: e["upstream"][0].update(url="https://github.com/pytorch/executorch/issues/1"),
+     "upstream"),
+    (0, lambda e: e["upstream"][1].update(state="merged", kind="issue"), "upstream"),
+    (6, lambda e: e.update(evidence="https://github.com/x"), "evidence"),
+    (7, lambda e: e.update(id="Has Spaces"), "id"),
+])
+def test_malformed_entry_is_one_line_naming_file_entry_and_field(tmp_path, i, mutate, field):
+    path = write(tmp_path, broken(i, mutate))
+    with pytest.raises(ValueError) as e:
+        load(path)
+    text = str(e.value)
+    assert "\n" not in text
+    assert text.startswith(f"{path}: entry #{i}: field {field!r}"), text
+
+
+def test_duplicate_id_and_non_list_and_bad_json(tmp_path):
+    data = entries()
+    data.append(copy.deepcopy(data[0]))
+    with pytest.raises(ValueError, match=rf"entry #{len(data) - 1}: field 'id': duplicate"):
+        load(write(tmp_path, data))
+    with pytest.raises(ValueError, match="must be a JSON list"):
+        load(write(tmp_path, {"issues": []}, "obj.json"))
+    with pytest.raises(ValueError, match="cannot read") as e:
+        load(write(tmp_path, "[{", "bad.json"))
+    assert "\n" not in str(e.value)
+    with pytest.raises(ValueError, match=r"entry #0: field '\*'"):
+        load(write(tmp_path, ["not an entry"], "str.json"))
+
+
+def test_match_with_a_given_list_of_issues(tmp_path):
+    one = [e for e in entries() if e["id"] == "vulkan-dw-sned-missing-shader"]
+    issues = load(write(tmp_path, one))
+    cell = REPRESENTATIVE["vulkan-dw-sned-missing-shader"]
+    assert [k.id for k in match(*cell, issues=issues)] == ["vulkan-dw-sned-missing-shader"]
+    assert match(*REPRESENTATIVE["vulkan-make-ivec2-length-1"], issues=issues) == []
+    assert known_issues.match(*cell, issues=()) == []
