@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True)
 class Lane:
     backend: str
     fixes: tuple[str, ...] = ()
@@ -60,3 +60,7 @@ class Lane:
 
     def __str__(self) -> str:
         return self.name
+
+    def __lt__(self, other: Lane) -> bool:  # backend, then device (local first), stock first
+        return ((self.backend, self.device or "", self.fixes)
+                < (other.backend, other.device or "", other.fixes))
