@@ -25,7 +25,7 @@ def profile_lane(cases, backend: str, memo: bool, top: int = 5):
     """-> (mean seconds per cell, [(share of the time, function)] top ``top``)."""
     from harness.stages import lowering_memo
     from harness.lane import Lane
-from harness.stages.cell import prepare
+    from harness.stages.cell import prepare
 
     scope = contextlib.nullcontext() if memo else lowering_memo.disabled()
     with scope:

@@ -29,10 +29,10 @@ def test_runtime_detection_is_real():
 def test_vulkan_contract_flags_valid_and_passes_zero():
     bad = prepare(seed("valid"), Lane("vulkan"))
     good = prepare(seed(0), Lane("vulkan"))
-    assert bad["status"] == "CONTRACT_VIOLATION"
-    assert "padding IntList [0] has length 1" in bad["message"]
-    assert "make_ivec2" in bad["message"]
-    assert good["status"] is None and good["contract_violations"] == []
+    assert bad.status == "CONTRACT_VIOLATION"
+    assert "padding IntList [0] has length 1" in bad.message
+    assert "make_ivec2" in bad.message
+    assert good.status is None and good.contract_violations == []
 
 
 def test_vulkan_cell_without_runtime_is_no_runtime_never_pass():

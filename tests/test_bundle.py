@@ -82,7 +82,7 @@ def test_device_lane_has_the_in_process_statuses(ingested):
 
 def test_diff_between_lanes_pairs_the_device_with_the_local_lane(ingested):
     tmp, local, _, _ = ingested
-    run = tmp / "run"
+    run = tmp / "elsewhere" / "run"
     proc = harness("diff", run, run, "--lanes", "vulkan", "vulkan@lavapipe")
     assert proc.returncode == 0, proc.stderr
     assert f"{len(local)} cells in both lanes" in proc.stdout
@@ -97,7 +97,7 @@ def test_diff_between_lanes_pairs_the_device_with_the_local_lane(ingested):
 
 def test_report_shows_the_device_lane_and_device(ingested):
     tmp, _, _, _ = ingested
-    html = (tmp / "run" / "report.html").read_text()
+    html = (tmp / "elsewhere" / "run" / "report.html").read_text()
     assert "vulkan@lavapipe" in html and "llvmpipe" in html
 
 
@@ -108,7 +108,7 @@ def test_cells_without_results_are_no_runtime_and_bad_results_are_one_line(inges
     first = sorted(p for p in partial.iterdir() if p.is_dir())[0]
     shutil.rmtree(first)
     run = tmp_path / "run"
-    shutil.copytree(tmp / "run", run)
+    shutil.copytree(tmp / "elsewhere" / "run", run)
     bundle = json.loads((partial / "bundle.json").read_text())
     bundle["run_dir"] = str(run)
     (partial / "bundle.json").write_text(json.dumps(bundle))

@@ -56,7 +56,7 @@ def test_fix_changes_nothing_for_padding_zero():
 def test_vulkan_fix_makes_every_list_ivec2(kw):
     case = conv2d(**kw)
     fixed = prepare(case, Lane("vulkan", (VK_FIX,)))
-    assert fixed["status"] is None, fixed["message"]
+    assert fixed.status is None, fixed.message
     for name, args in vk_signature(case, [VK_FIX]):
         if "convolution" in name:
             assert all(len(a) == 2 for a in args if isinstance(a, list)), args

@@ -90,7 +90,8 @@ def test_resume_after_kill_equals_uninterrupted_run(tmp_path):
     proc.wait()
     partial = len(read(journal).rows)
     assert 2 <= partial < cells, "the kill should land mid-run"
-    assert (killed / "prepared").is_dir()  # --no-cache: lowered programs wait in the run folder
+    # --no-cache: what step 1 prepared went to execution in memory, no scratch cache on disk
+    assert not (killed / "prepared").exists()
     with open(journal, "a") as fh:  # a cell cut mid-write by the kill
         fh.write('{"case_id": "half')
     resumed = subprocess.run([sys.executable, "-m", "harness", "run", "--resume", killed,
@@ -106,7 +107,7 @@ def test_resume_after_kill_equals_uninterrupted_run(tmp_path):
     b = pd.read_csv(full / "matrix.csv")[cols]
     pd.testing.assert_frame_equal(a, b)
     assert len(read(journal).rows) == cells and not read(journal).problems
-    assert not (killed / "prepared").exists()  # removed once the run is complete
+    assert not (killed / "prepared").exists()
 
 
 def test_a_hung_cell_becomes_a_crash_row_and_the_run_completes(tmp_path):

@@ -149,6 +149,7 @@ def run(tasks: Iterable, fn: Callable, *, jobs: int, timeout: float | None,
     tasks = list(tasks)
     if not tasks:  # nothing to execute: do not pay for starting workers
         return
+    jobs = min(jobs, len(tasks))  # pebble starts every worker up front: no idle ones
     threads = max(1, (os.cpu_count() or 1) // max(1, jobs))
     ctx = _context(lowering)
     with ProcessPool(max_workers=jobs, max_tasks=max_tasks, initializer=_init,
