@@ -18,6 +18,15 @@ class Fix:
     name: str = ""
     backends: tuple[str, ...] = ()
     summary: str = ""
+    bug: str = ""  # the delegate bug it addresses (one line; upstream issue where there is one)
+    verified: str = ""  # where it was shown stock-fail -> fixed-pass (corpus file, devices)
+    # A runtime fix: the name of a source patch (harness/runtimes/patches/NAME.diff); cells whose
+    # fix set names it execute on the plug-in built with it. None: a graph fix.
+    runtime_patch: str | None = None
+
+    @property
+    def kind(self) -> str:
+        return "runtime" if self.runtime_patch else "graph"
 
     def transform_passes(self) -> list:
         return []
