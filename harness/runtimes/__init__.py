@@ -5,6 +5,8 @@
 headers, so the wheel's own runtime executes Vulkan programs once the plug-in is loaded.
 The CMake project is ``native/``; toolchain inputs come from Debian (``toolchain``), sources
 from ``source``; results are cached with a manifest under ``<convconf cache>/runtimes/``.
+``patching``: source patches (``patches/*.diff``, fixes for runtime bugs the harness found)
+applied before a build (``runtime build vulkan --patch NAME``); a patched plug-in is cached apart.
 """
 
 from __future__ import annotations

@@ -143,6 +143,24 @@ def build(source: str | None = None, jobs: int | None = None, cache: str | None 
         return _build_locked(wheel, src, root, jobs, cache, log, chosen)
 
 
+def check(patches: tuple[str, ...], source: str | None = None, cache: str | None = None) -> str:
+    """Whether the named source ``patches`` apply, together, to the source a build for the
+    installed wheel would use (a scratch copy; nothing is built or cached). -> that source's
+    label. RuntimeBuildError (one line) for an unknown patch or no source; ``patching.PatchError``
+    (one line naming the patch, the tree and the first hunk) when one does not apply."""
+    import tempfile
+
+    chosen = patching.resolve(patches)
+    wheel = wheel_mod.installed()
+    root = runtimes_dir(cache)
+    src = source_mod.resolve(source, wheel, root / "sources" / wheel.git_version[:12])
+    with tempfile.TemporaryDirectory(prefix="convconf-patch-check-") as tmp:
+        tree = src.extract(Path(tmp) / "src") / "executorch"
+        for p in chosen:
+            patching.apply(p, tree, src.commit, _source_label(src))
+    return _source_label(src)
+
+
 def _source_label(src) -> str:
     return f"{Path(src.origin).name} (commit {src.commit[:12]})"
 
@@ -235,10 +253,24 @@ def _build_locked(wheel, src, root: Path, jobs, cache, log, chosen=()) -> Manife
     shutil.rmtree(dest, ignore_errors=True)
     os.rename(staging, dest)
     shutil.rmtree(work / "src", ignore_errors=True)  # keep the cmake tree: incremental rebuilds
+    _prune_parked(root / "build", f"{wheel.version}-{src.commit[:12]}")
     return manifest
 
 
 TREE_OWNER = "tree.txt"  # in a build tree: the cache folder name of the set it belongs to
+KEEP_PARKED = 3  # patched build trees kept beside the slot (~75 MB each), most recently used
+
+
+def _prune_parked(build_root: Path, stock: str, keep: int = KEEP_PARKED) -> list[str]:
+    """Drop all but the ``keep`` most recently used parked patched trees of one wheel+source
+    (a changed patch is a new set: its old tree is never used again). Their plug-ins stay;
+    a later build of such a set starts again from a copy of the stock tree. -> dropped names."""
+    parked = [d for d in build_root.glob(f"{stock}-p*") if d.is_dir()
+              and not d.name.endswith(".tmp") and (d / TREE_OWNER).exists()]
+    parked.sort(key=lambda d: (d / TREE_OWNER).stat().st_mtime, reverse=True)
+    for d in parked[keep:]:
+        shutil.rmtree(d, ignore_errors=True)
+    return [d.name for d in parked[keep:]]
 
 
 def _owner(tree: Path, stock: str) -> str | None:
@@ -273,6 +305,7 @@ def _checkout_tree(build_root: Path, stock: str, want: str, log=print) -> tuple[
 
     have = _owner(slot, stock)
     if have == want:
+        (slot / TREE_OWNER).write_text(want + "\n")  # its mtime: when the tree was last used
         return slot, "in place"
     how = ""
     if have is not None:
