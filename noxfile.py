@@ -98,3 +98,16 @@ def bisect(session):
     # that changed between consecutive releases -> runs/bisect/releases.html
     session.run("python", "-m", "harness", "diff", *map(str, runs), "--releases", "--out",
                 str(root), success_codes=[0, 1])
+
+
+@nox.session
+def etsuite(session):
+    """ExecuTorch's own conv operator tests (from the installed wheel) beside ours, per
+    configuration and flow: OUT/etsuite.{csv,json,md}; the configurations with our statuses as
+    OUT/etsuite_conv.json (copy to cases/ to update the corpus).
+
+    nox -s etsuite -- [OUT] [--files test_conv2d ...] [--flows vulkan ...]"""
+    args = list(session.posargs)
+    out = args.pop(0) if args and not args[0].startswith("-") else "runs/etsuite"
+    session.run("python", "-m", "harness.run.etsuite", "--out", out,
+                "--cases-out", f"{out}/etsuite_conv.json", *args)

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from harness.stages.backends import register
 from harness.stages.backends.base import Backend
-from harness.stages.backends.vulkan_contract import check_graph
+from harness.stages.backends.vulkan_contract import check_graph, check_lowering
 
 
 def vk_graphs(edge_manager):
@@ -24,7 +24,19 @@ class Vulkan(Backend):
     def partitioners(self) -> list:
         from executorch.backends.vulkan.partitioner.vulkan_partitioner import VulkanPartitioner
 
-        return [VulkanPartitioner()]
+        class CheckedVulkanPartitioner(VulkanPartitioner):
+            """VulkanPartitioner that first reads the contract model's lowering rules
+            (vulkan_contract.check_lowering) on the program it is given: after the lane's fix
+            passes, before the pattern detection that asserts."""
+
+            def partition(inner, exported_program):
+                self.lowering_predictions = [str(v) for v in check_lowering(exported_program)]
+                return super().partition(exported_program)
+
+        self.lowering_predictions = []
+        return [CheckedVulkanPartitioner()]
+
+    lowering_predictions: list = []  # of the last lowering in this process (partitioners())
 
     quantizer_family = "xnnpack"  # see quantizer()
 
@@ -37,9 +49,22 @@ class Vulkan(Backend):
         return Xnnpack().quantizer(scheme)
 
     def lowering_context(self):
+        import contextlib
+
         from harness.stages.lowering_memo import vulkan_patterns_once
 
-        return vulkan_patterns_once()
+        @contextlib.contextmanager
+        def context():
+            with vulkan_patterns_once():
+                try:
+                    yield
+                except Exception as e:  # the lowering raised: say whether a rule predicted it
+                    predicted = self.lowering_predictions
+                    e.add_note("convconf contract model (lowering rules): " + (
+                        "; ".join(predicted) if predicted else "no rule predicted this"))
+                    raise
+
+        return context()
 
     def runtime_available(self) -> bool:
         from harness.runtimes.load import vulkan_enabled  # registered and not switched off for the run

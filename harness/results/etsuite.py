@@ -1,0 +1,250 @@
+"""ExecuTorch's own conv operator suite beside ours: one row per (suite configuration, flow).
+
+Consumes typed records only: the suite's configurations (``SuiteConfig``: one ``_test_op`` call
+of a suite test function, as a ConvCase), the suite's verdicts (``SuiteVerdict``, one per
+subtest and flow) and our CellResults of the same cases; ``harness.run.etsuite`` produces all
+three. Per row: the suite's verdict, ours stock and with every fix, whether the suite and stock
+ours agree (pass vs fail), and for a disagreement the reason class that explains it; a
+disagreement no known reason explains is a finding about one of the two.
+
+Known reasons (read from the suite in the 1.5.1 wheel, ``backends/test/suite``):
+- ``runner.py`` skips every conv whose input has rank > 4 after lowering
+  (``_graph_has_unsupported_patterns``): "suite skipped 3D";
+- it does not execute a program where nothing was delegated and calls it SUCCESS_UNDELEGATED:
+  "suite passes an undelegated program";
+- a failing subtest raises out of the test function, so the function's later subtests never
+  run: "suite stopped the test at an earlier failure";
+- ``flows/vulkan.py``'s int8 flow quantizes with VulkanQuantizer, which annotates only linear on
+  1.5.1, so its conv "int8" program is float (ours is quantized with XNNPACKQuantizer, as
+  ExecuTorch's own Vulkan delegate tests do): "suite's int8 flow did not quantize";
+- it judges with ``atol=1e-1, rtol=4e-2`` (``run_method_and_compare_outputs``); ours is 1e-4
+  (fp32) or one output step (int8): "within the suite's tolerance, outside ours";
+- it executes a partly delegated program whose conv stayed on CPU as SUCCESS; ours says
+  NOT_DELEGATED: "suite passes a program whose conv stayed outside the delegate".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections import Counter
+from pathlib import Path
+
+SUITE_PASS = {"SUCCESS", "SUCCESS_UNDELEGATED"}
+SUITE_NO_VERDICT = {"SKIPPED", "NOT_RUN"}
+SUITE_ATOL, SUITE_RTOL = 1e-1, 4e-2  # runner.py run_test -> run_method_and_compare_outputs
+
+R_3D = "suite skipped 3D"
+R_SKIPPED = "suite skipped the subtest"
+R_NOT_RUN = "suite stopped the test at an earlier failure"
+R_UNDELEGATED = "suite passes an undelegated program"
+R_NOT_QUANTIZED = "suite's int8 flow did not quantize"
+R_TOLERANCE = "within the suite's tolerance, outside ours"
+R_CONV_OUTSIDE = "suite passes a program whose conv stayed outside the delegate"
+R_NOT_EXECUTED = "ours did not execute (no runtime)"
+UNEXPLAINED = "unexplained"
+
+
+@dataclasses.dataclass(frozen=True)
+class SuiteConfig:
+    """One ``_test_op`` call of one suite test function: the conv it builds and its input."""
+    file: str  # test_conv2d
+    test: str  # test_conv2d_basic (the suite's test_base_name)
+    subtest: int  # index of the _test_op call within the test function
+    case: object | None  # ConvCase (unquantized), or None when it cannot be spelled
+    error: str = ""
+
+    @property
+    def key(self) -> tuple:
+        return self.file, self.test, self.subtest
+
+    def case_for(self, quant: str | None):
+        """The ConvCase of this configuration under a flow's quantization."""
+        if self.case is None or not quant:
+            return self.case
+        return dataclasses.replace(self.case, quant=quant)
+
+
+@dataclasses.dataclass
+class SuiteVerdict:
+    """What the suite said about one subtest under one flow."""
+    file: str
+    test: str  # base name, e.g. test_conv2d_basic
+    subtest: int
+    flow: str
+    result: str  # the suite's TestResult name (SUCCESS, SUCCESS_UNDELEGATED, OUTPUT_MISMATCH_FAIL,
+    #              PTE_RUN_FAIL, LOWER_FAIL, QUANTIZE_FAIL, SKIPPED, ...), PROCESS_CRASH, or
+    #              NOT_RUN (an earlier subtest of the same test function failed or crashed)
+    detail: str = ""
+    error: str = ""
+    delegated_ops: dict = dataclasses.field(default_factory=dict)
+    undelegated_ops: dict = dataclasses.field(default_factory=dict)
+    error_max: float | None = None
+    seconds: float | None = None
+
+    @property
+    def key(self) -> tuple:
+        return self.file, self.test, self.subtest
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> SuiteVerdict:
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+    @property
+    def quantized(self) -> bool:
+        return any("quantize" in op for op in {**self.delegated_ops, **self.undelegated_ops})
+
+
+@dataclasses.dataclass
+class Row:
+    file: str
+    test: str
+    subtest: int
+    flow: str
+    case_id: str
+    suite: str  # the suite's verdict (SuiteVerdict.result)
+    ours_stock: str  # our status, stock lane of the flow's backend
+    ours_fixed: str  # our status with every fix of that backend ("" when that lane did not run)
+    fixes: str
+    agree: bool
+    reason: str  # "" when they agree
+    suite_error: str = ""
+    suite_error_max: float | None = None
+    ours_message: str = ""
+    ours_max_abs_error: float | None = None
+
+    @property
+    def explained(self) -> bool:
+        return self.agree or self.reason != UNEXPLAINED
+
+
+def _ours_pass(cell) -> bool:
+    return cell is not None and cell.status == "PASS"
+
+
+def _ours_fail(cell) -> bool:
+    return cell is not None and cell.status in {"LOWER_ERROR", "CONTRACT_VIOLATION",
+                                                "RUNTIME_ERROR", "CRASH", "MISMATCH"}
+
+
+def reason(config: SuiteConfig, verdict: SuiteVerdict, cell, int8_flow: bool) -> str:
+    """Why the suite's verdict and ours (stock) differ; UNEXPLAINED when no known reason does."""
+    dim = getattr(config.case, "dim", None)
+    if verdict.result == "SKIPPED":
+        return R_3D if dim == 3 else R_SKIPPED
+    if verdict.result == "NOT_RUN":
+        return R_NOT_RUN
+    suite_pass = verdict.result in SUITE_PASS
+    status = getattr(cell, "status", None)
+    if int8_flow and verdict.flow.startswith("vulkan") and not verdict.quantized:
+        return R_NOT_QUANTIZED  # two different programs: the suite's is float
+    if suite_pass:
+        if verdict.result == "SUCCESS_UNDELEGATED":
+            return R_UNDELEGATED
+        if status == "NOT_DELEGATED":
+            return R_CONV_OUTSIDE
+        if status in ("NO_RUNTIME", "CONTRACT_VIOLATION") and not cell.run_time_s:
+            return R_NOT_EXECUTED
+        if status == "MISMATCH" and cell.max_abs_error is not None and \
+                cell.max_abs_error <= SUITE_ATOL:
+            return R_TOLERANCE
+    return UNEXPLAINED
+
+
+def side_by_side(configs: list[SuiteConfig], verdicts: list[SuiteVerdict], cells: list,
+                 flows: dict) -> list[Row]:
+    """``flows``: flow name -> (backend, quant scheme). One Row per configuration and flow that
+    has a suite verdict."""
+    by_cell = {}
+    for c in cells:
+        lane = "stock" if not c.fixes else "fixed"
+        by_cell[(c.case_id, c.backend, lane)] = c
+    by_verdict = {(v.key, v.flow): v for v in verdicts}
+    rows = []
+    for config in configs:
+        for flow, (backend, quant) in flows.items():
+            verdict = by_verdict.get((config.key, flow))
+            if verdict is None:
+                continue
+            case = config.case_for(quant)
+            case_id = case.case_id if case is not None else ""
+            stock = by_cell.get((case_id, backend, "stock"))
+            fixed = by_cell.get((case_id, backend, "fixed"))
+            suite_pass = verdict.result in SUITE_PASS
+            agree = verdict.result not in SUITE_NO_VERDICT and (
+                (suite_pass and _ours_pass(stock)) or (not suite_pass and _ours_fail(stock)))
+            rows.append(Row(
+                file=config.file, test=config.test, subtest=config.subtest, flow=flow,
+                case_id=case_id, suite=verdict.result,
+                ours_stock=getattr(stock, "status", "") or "",
+                ours_fixed=getattr(fixed, "status", "") or "",
+                fixes=getattr(fixed, "fixes", "") or "", agree=agree,
+                reason="" if agree else reason(config, verdict, stock, bool(quant)),
+                suite_error=verdict.error[:300], suite_error_max=verdict.error_max,
+                ours_message=(getattr(stock, "message", "") or "")[:300],
+                ours_max_abs_error=getattr(stock, "max_abs_error", None)))
+    return rows
+
+
+def counts(rows: list[Row]) -> dict:
+    return {"rows": len(rows), "agree": sum(r.agree for r in rows),
+            "disagree": sum(not r.agree for r in rows),
+            "by_reason": dict(Counter(r.reason for r in rows if not r.agree).most_common()),
+            "by_flow": {flow: {"agree": sum(r.agree for r in rows if r.flow == flow),
+                               "disagree": sum(not r.agree for r in rows if r.flow == flow)}
+                        for flow in dict.fromkeys(r.flow for r in rows)},
+            "unexplained": sum(not r.explained for r in rows)}
+
+
+def summary_text(rows: list[Row], timing: dict | None = None) -> str:
+    c = counts(rows)
+    lines = [f"ExecuTorch's conv suite vs ours: {c['rows']} subtests, {c['agree']} agree, "
+             f"{c['disagree']} disagree ({c['unexplained']} unexplained)"]
+    if timing:
+        lines.append("wall: " + ", ".join(f"{k} {v} s" for k, v in timing.items()))
+    for flow, n in c["by_flow"].items():
+        lines.append(f"  {flow}: agree {n['agree']}, disagree {n['disagree']}")
+    for why, n in c["by_reason"].items():
+        lines.append(f"  disagree, {why}: {n}")
+    for r in rows:
+        if not r.explained:
+            lines.append(f"  FINDING {r.file}::{r.test}[{r.subtest}] {r.flow}: suite {r.suite}, "
+                         f"ours {r.ours_stock} ({r.case_id}) suite: {r.suite_error[:120]} / "
+                         f"ours: {r.ours_message[:120]}")
+    return "\n".join(lines)
+
+
+def write(out: Path, rows: list[Row], timing: dict | None = None) -> None:
+    """OUT/etsuite.csv (one row per subtest and flow), etsuite.json (rows + counts),
+    etsuite.md (counts and the unexplained disagreements)."""
+    import pandas as pd
+
+    out = Path(out)
+    data = [dataclasses.asdict(r) for r in rows]
+    pd.DataFrame(data, columns=[f.name for f in dataclasses.fields(Row)]).to_csv(
+        out / "etsuite.csv", index=False)
+    (out / "etsuite.json").write_text(json.dumps({"counts": counts(rows), "timing": timing or {},
+                                                  "rows": data}, indent=1))
+    (out / "etsuite.md").write_text("```\n" + summary_text(rows, timing) + "\n```\n")
+
+
+def corpus_with_expectations(entries: list[dict], cells: list) -> list[dict]:
+    """The configurations' case file entries with ``expect``: every lane's status in ``cells``."""
+    from harness.lane import Lane
+
+    by_case: dict = {}
+    for c in cells:
+        by_case.setdefault(c.case_id, {})[Lane.of(c.backend, c.fixes).name] = c.status
+    out = []
+    for entry in entries:
+        from harness.spec import ConvCase
+
+        case_id = ConvCase.from_dict(entry["case"]).case_id
+        expect = dict(sorted(by_case.get(case_id, {}).items()))
+        if expect:
+            out.append({**entry, "expect": expect})
+    return out
