@@ -41,6 +41,9 @@ class VulkanConvPadding(Fix):
     name = "vulkan-conv-padding"
     backends = ("vulkan",)
     summary = "broadcast length-1 stride/padding/dilation/output_padding lists to the spatial rank"
+    bug = ("Vulkan make_ivec2 (VecUtils.h) asserts on a length-1 conv2d int list, e.g. "
+           "padding=\"valid\" (upstream #22774, PR #22778)")
+    verified = "cases/seed.json, cases/short_int_lists_2d.json (lavapipe, H200): RUNTIME_ERROR -> PASS"
 
     def transform_passes(self) -> list:
         return [BroadcastConvIntListsPass()]

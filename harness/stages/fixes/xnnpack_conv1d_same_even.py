@@ -106,6 +106,10 @@ class XnnpackConv1dSameEven(Fix):
     name = "xnnpack-conv1d-same-even"
     backends = ("xnnpack",)
     summary = "fold the temporal zero pad of conv1d 'same' (even kernel) into the conv"
+    bug = ("XNNPACK quantized Conv1d padding=\"same\" with an even kernel: pad left outside the "
+           "partition (fixed upstream by #20734, in 1.4.x)")
+    verified = ("cases/xnnpack_conv1d_same_even*.json: 1.3.1 NOT_DELEGATED/LOWER_ERROR -> PASS; "
+                "no-op on 1.5.1")
 
     def transform_passes(self) -> list:
         return [FoldTemporalPadIntoConv1dPass()]
