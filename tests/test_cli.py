@@ -84,3 +84,22 @@ def test_existing_run_is_not_overwritten(tmp_path):
     line = one_error_line(harness("run", "--out", out, "--backends", "xnnpack", "--fixes", "all"))
     assert "already holds a run" in line
     assert (out / "journal.jsonl").read_text().count("\n") == 1
+
+
+def test_fixes_lists_every_fix_with_kind_bug_and_evidence():
+    from harness.stages import fixes
+
+    proc = harness("fixes")
+    assert proc.returncode == 0, proc.stderr
+    for name in fixes.names():
+        fix = fixes.get(name)
+        assert f"{name}  [{fix.kind}]  backends: {','.join(fix.backends)}" in proc.stdout
+    assert proc.stdout.count("  bug: ") == proc.stdout.count("  verified: ") == len(fixes.names())
+    line = one_error_line(harness("fixes", "xnnpack-tconv-output-paddin"))
+    assert "unknown fix 'xnnpack-tconv-output-paddin'" in line
+
+
+def test_fixes_each_is_accepted_and_still_checks_the_rest(tmp_path):
+    line = one_error_line(harness("run", "--out", tmp_path / "o", "--fixes", "each",
+                                  "--backends", "xnnpack,metal"))
+    assert "unknown backend 'metal'" in line and not (tmp_path / "o").exists()

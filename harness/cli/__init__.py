@@ -11,6 +11,7 @@ import sys
 import warnings
 
 from harness.cli import cases
+from harness.cli import fixes
 from harness.cli import native
 from harness.cli import results
 from harness.cli import run
@@ -20,7 +21,7 @@ from harness.cli.common import EXIT_USAGE, Parser, UsageError
 def build_parser() -> Parser:
     p = Parser(prog="harness", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
-    for commands in (run, results, native, cases):
+    for commands in (run, results, native, cases, fixes):
         commands.add_parsers(sub)
     return p
 

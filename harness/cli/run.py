@@ -12,7 +12,8 @@ def add_parsers(sub) -> None:
     r = sub.add_parser("run", help="generate cases, lower and run them, write the matrix")
     r.add_argument("--out", type=Path, help="run folder (matrix.csv, journal.jsonl, report.html)")
     r.add_argument("--backends", default="xnnpack,vulkan")
-    r.add_argument("--fixes", default="", help='comma-separated fix names, or "all"')
+    r.add_argument("--fixes", default="", help='comma-separated fix names, "all", or "each" (all '
+                   'of them together and each alone: what every fix changes by itself)')
     r.add_argument("--profile", choices=["ci", "nightly"], default="ci")
     r.add_argument("--max-examples", type=int, help="generated cases (default: by profile)")
     r.add_argument("--seed", type=int, default=0)
@@ -91,7 +92,8 @@ def cmd_run(args) -> int:
         if not backends:
             raise UsageError("run: --backends is empty")
         try:
-            fixes = runner.validate_names(backends, args.fixes)
+            fixes_each = args.fixes.strip() == "each"
+            fixes = runner.validate_names(backends, "all" if fixes_each else args.fixes)
         except KeyError as e:
             raise UsageError(str(e.args[0])) from None
         try:
@@ -123,7 +125,8 @@ def cmd_run(args) -> int:
         config = runner.RunConfig(backends=backends, fixes=fixes, profile=args.profile,
                                   max_examples=n, seed=args.seed, case_files=list(args.cases),
                                   timeout=args.timeout, jobs=jobs, cache_dir=cache_dir,
-                                  vulkan_runtime=vulkan_runtime, shard=args.shard)
+                                  vulkan_runtime=vulkan_runtime, shard=args.shard,
+                                  fixes_each=fixes_each)
         known = {c.case_id for c in listed}
         cases = listed + [c for c in generate.generate(n, args.seed) if c.case_id not in known]
         runner.start(out, config, cases)
