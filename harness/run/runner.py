@@ -1,8 +1,18 @@
-"""``harness run``: cases x backends x fix sets -> worker pool -> journal -> matrix."""
+"""``harness run``: cases x backends x fix sets -> worker pool -> journal -> matrix.
+
+Runtime fixes (``stages/fixes/runtime_patches.py``: a fix that is a source patch of the Vulkan
+runtime) do not change lowering; they change which plug-in a cell executes on. Every distinct
+patch set among the run's Vulkan lanes gets its plug-in built (or taken from the cache) once,
+before the run (``prepare_runtimes``; recorded in ``RunConfig.vulkan_patched`` and the run
+header's ``vulkan.patched``), and its cells execute in a worker pool of their own whose
+processes loaded that plug-in (one plug-in per process: a loaded library cannot be unloaded).
+A patch set whose plug-in could not be built makes its lane's cells NO_RUNTIME saying why.
+"""
 
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import os
 import sys
 import time
@@ -42,6 +52,9 @@ class RunConfig:
     # every applicable fix per backend; "each" adds every fix alone beside them (attribution).
     lane_names: list[str] = field(default_factory=list)
     fixes_each: bool = False
+    # The patched Vulkan plug-ins of the run's runtime-fix lanes (prepare_runtimes):
+    # "patch,patch" -> {"library": path ("" when there is none), "problem": why not, "patches"}
+    vulkan_patched: dict = field(default_factory=dict)
 
 
 def lanes(config: RunConfig) -> list[Lane]:
@@ -58,6 +71,103 @@ def lanes(config: RunConfig) -> list[Lane]:
         if applicable:
             out.append(Lane(backend, tuple(applicable)))
     return out
+
+
+def lane_patches(lane: Lane) -> tuple[str, ...]:
+    """The runtime source patches a lane's cells execute with (its runtime fixes'), in name
+    order; () for a stock or graph-fix-only lane, and for every lane but the local Vulkan one."""
+    if lane.backend != "vulkan" or lane.device:
+        return ()
+    return tuple(sorted({p for p in (fix_registry.get(f).runtime_patch for f in lane.fixes) if p}))
+
+
+def patch_key(patches) -> str:
+    return ",".join(patches)
+
+
+def patch_sets(config: RunConfig) -> list[tuple[str, ...]]:
+    """The distinct non-empty patch sets among the run's lanes."""
+    return sorted({lane_patches(lane) for lane in lanes(config)} - {()})
+
+
+def check_patches(backends: list[str], fix_names: list[str]) -> None:
+    """Every runtime patch the chosen fixes name applies, with the others, to the source the
+    installed release's plug-in is built from. KeyError (one line: patch, tree, first hunk
+    that does not match) when one does not; nothing is built or written. Having no source at
+    all is not bad input: the lane then says why it could not run."""
+    from harness.runtimes import RuntimeBuildError, patching, vulkan
+
+    if "vulkan" not in backends:
+        return
+    patches = lane_patches(Lane("vulkan", tuple(fix_registry.for_backend(fix_names, "vulkan"))))
+    if not patches:
+        return
+    try:
+        vulkan.check(patches)
+    except patching.PatchError as e:
+        raise KeyError(str(e)) from None
+    except RuntimeBuildError:
+        pass
+
+
+def prepare_runtimes(config: RunConfig, log=None) -> dict:
+    """Build (or find in the cache) the patched Vulkan plug-in of every patch set of the run,
+    once, from the source the stock plug-in was built from. Only where a Vulkan runtime is in
+    use (``config.vulkan_runtime``); a set already in ``config.vulkan_patched`` (a resumed run)
+    is kept, its library checked. -> ``config.vulkan_patched``."""
+    from harness.runtimes import RuntimeBuildError, vulkan
+
+    if log is None:
+        def log(line: str) -> None:
+            print(f"runtime build: {line}", file=sys.stderr)
+    if not config.vulkan_runtime:
+        return config.vulkan_patched
+    stock = vulkan.for_library(Path(config.vulkan_runtime))
+    source = stock.source_origin if stock and Path(stock.source_origin).exists() else None
+    for patches in patch_sets(config):
+        key = patch_key(patches)
+        known = config.vulkan_patched.get(key)
+        if known is not None:
+            if known.get("library") and not Path(known["library"]).is_file():
+                known.update(library="", problem=f"its patched plug-in {known['library']} is gone")
+            continue
+        entry = {"patches": list(patches), "library": "", "problem": ""}
+        try:
+            m = vulkan.build(source, cache=None, log=log, patches=patches)
+            entry.update(library=m.library, build_seconds=m.build_seconds, cached=m.cached)
+            log(f"patched plug-in ({key}): {m.library} "
+                f"({'cache hit' if m.cached else f'built in {m.build_seconds:g} s'})")
+        except RuntimeBuildError as e:
+            entry["problem"] = f"the patched Vulkan runtime ({key}) could not be built: {e}"
+            log(entry["problem"])
+        config.vulkan_patched[key] = entry
+    return config.vulkan_patched
+
+
+def library_for(config: RunConfig, lane: Lane) -> tuple[str | None, str]:
+    """(the plug-in the lane's cells execute on, why there is none: '' when there is one)."""
+    patches = lane_patches(lane)
+    if not patches:
+        return config.vulkan_runtime, ""
+    entry = config.vulkan_patched.get(patch_key(patches))
+    if entry is None:
+        return None, (f"no patched Vulkan runtime for {patch_key(patches)}: "
+                      + ("no Vulkan runtime in use" if not config.vulkan_runtime
+                         else "not prepared for this run"))
+    return entry.get("library") or None, entry.get("problem", "")
+
+
+RUNTIME_MARK = "@@convconf runtime "
+
+
+def load_runtime(library: str | None) -> bool:
+    """A worker's start: load the plug-in and say which in its log (the cells it serves after
+    this line executed on that library)."""
+    from harness.runtimes.load import load
+
+    ok = load(library)
+    os.write(2, f"{RUNTIME_MARK}{library or 'none'} registered={ok}\n".encode())
+    return ok
 
 
 @dataclass(frozen=True)
@@ -137,17 +247,37 @@ def header(config: RunConfig, n_cases: int) -> dict:
     with runtime.use(config.vulkan_runtime):
         registered = [n for n in runtime.registered_backends()
                       if n != "VulkanBackend" or runtime.vulkan_enabled()]
-    extra = {"vulkan": runtime.describe(config.vulkan_runtime)} if "vulkan" in config.backends else {}
+    extra = {}
+    if "vulkan" in config.backends:
+        extra["vulkan"] = runtime.describe(config.vulkan_runtime)
+        extra["vulkan"]["patched"] = [_describe_patched(config, key, entry)
+                                      for key, entry in config.vulkan_patched.items()]
     return {"run_id": new_run_id(), "versions": versions.stack(), "registered_backends": registered,
             **extra, "python": sys.version.split()[0],
             "started": time.strftime("%Y-%m-%d %H:%M:%S"), "argv": sys.argv[1:], "cases": n_cases,
             **config.__dict__}
 
 
+def _describe_patched(config: RunConfig, key: str, entry: dict) -> dict:
+    """One patched plug-in of the run, for the header: its patches (name, file, sha256), the
+    lanes that execute on it, the library (or why there is none)."""
+    from harness.runtimes import vulkan
+
+    info = {"patches": entry.get("patches", key.split(",")),
+            "lanes": [lane.name for lane in lanes(config) if patch_key(lane_patches(lane)) == key],
+            "library": entry.get("library", ""), "problem": entry.get("problem", "")}
+    manifest = vulkan.for_library(Path(info["library"])) if info["library"] else None
+    if manifest:
+        info.update({k: v for k, v in manifest.summary().items() if k not in info or k == "patches"})
+        info.update(build_seconds=manifest.build_seconds, cached=entry.get("cached"))
+    return info
+
+
 def execute(out_dir: Path, config: RunConfig, cases: list[ConvCase], *,
             progress: bool = True, done_rows: list[CellResult] | None = None):
     from harness.runtimes.load import use
 
+    prepare_runtimes(config)  # a no-op when start() did it
     with use(config.vulkan_runtime):  # static_result asks whether the runtime is there
         return _execute(RunFolder(out_dir), config, cases, progress, done_rows or [])
 
@@ -155,7 +285,6 @@ def execute(out_dir: Path, config: RunConfig, cases: list[ConvCase], *,
 def _execute(folder: RunFolder, config: RunConfig, cases: list[ConvCase], progress: bool,
              done_rows: list[CellResult]):
     from harness.generation.from_model import case_sources
-    from harness.runtimes.load import load as load_runtime
     from harness.stages.cell import crash_result, static_result
 
     tasks = cells(cases, config)
@@ -173,6 +302,9 @@ def _execute(folder: RunFolder, config: RunConfig, cases: list[ConvCase], progre
     pool_args = dict(jobs=config.jobs, timeout=config.timeout, on_start=load_runtime,
                      on_start_args=(config.vulkan_runtime,))
 
+    def args_for(library: str | None) -> dict:
+        return {**pool_args, "on_start_args": (library,)}
+
     def record(row: CellResult) -> None:
         row.source = sources.get(row.case_id, row.source)  # a note beside the case, not in it
         journal.append(row.to_row())
@@ -185,8 +317,25 @@ def _execute(folder: RunFolder, config: RunConfig, cases: list[ConvCase], progre
     shared: dict[tuple, tuple[CellTask, CellResult, str]] = {}
     pending: dict = {}
     prepared_cases = 0
-    with workers.Pool(log_dir=log_dir, lowering=True, **pool_args) as lowering, \
-            workers.Pool(log_dir=log_dir, **pool_args) as executing:
+    with contextlib.ExitStack() as stack:
+        lowering = stack.enter_context(workers.Pool(log_dir=log_dir, lowering=True, **pool_args))
+        # One execution pool per plug-in (stock; each patch set's), started when its first
+        # cell comes: a worker executes on the one library it loaded.
+        executing_pools: dict = {}
+
+        def executing_for(lane: Lane):
+            library, _ = library_for(config, lane)
+            if library not in executing_pools:
+                executing_pools[library] = stack.enter_context(
+                    workers.Pool(log_dir=log_dir, **args_for(library)))
+            return executing_pools[library]
+
+        def submit(task: CellTask) -> None:
+            _, problem = library_for(config, task.lane)
+            if problem:  # its patched plug-in is not there: the lane says why, never PASS
+                record(_no_patched_runtime(task, problem, static_result))
+                return
+            pending[executing_for(task.lane).submit(execute_work, task)] = task
 
         def hand_over(case: ConvCase, prepared: dict, cached: bool) -> None:
             """Step 1's result, as it is, to step 2: final cells recorded, the others executed."""
@@ -197,8 +346,7 @@ def _execute(folder: RunFolder, config: RunConfig, cases: list[ConvCase], progre
                     row.cell_time_s = 0.0 if cached else row.cell_time_s
                     record(row)
                 else:
-                    task = CellTask(case, lane, p, 0.0 if cached else p.seconds)
-                    pending[executing.submit(execute_work, task)] = task
+                    submit(CellTask(case, lane, p, 0.0 if cached else p.seconds))
 
         # 1. Per case, once: eager, quantization, export, every lane lowered (prepare.py) -
         #    or all of it from the cache. 2. Per cell, as soon as its case is prepared:
@@ -222,10 +370,9 @@ def _execute(folder: RunFolder, config: RunConfig, cases: list[ConvCase], progre
                         hand_over(task.case, prepared, cached=False)
                     else:  # its preparation died: each cell prepares alone, in step 2
                         for lane in task.lanes:
-                            cell = CellTask(task.case, lane, None, cache_dir=config.cache_dir)
-                            pending[executing.submit(execute_work, cell)] = cell
+                            submit(CellTask(task.case, lane, None, cache_dir=config.cache_dir))
                     continue
-                row, death = executing.outcome(future)
+                row, death = executing_for(task.lane).outcome(future)
                 row = row or _crash(task, death, log_dir, crash_result)
                 before = workers.history(log_dir, task.tag)
                 if Status(row.status).failed_at_runtime and before:
@@ -233,12 +380,16 @@ def _execute(folder: RunFolder, config: RunConfig, cases: list[ConvCase], progre
                 else:
                     record(row)
     alone_logs = str(folder / "logs" / "alone")
-    for task, row, death in workers.run([t for t, _, _ in shared.values()], execute_work,
-                                        log_dir=alone_logs, max_tasks=1, **pool_args):
-        row = row or _crash(task, death, alone_logs, crash_result)
-        _, first, previous = shared[task.key]
-        row.isolation = isolation_note(first, row, previous)
-        record(row)
+    by_library: dict = {}
+    for t, _, _ in shared.values():
+        by_library.setdefault(library_for(config, t.lane)[0], []).append(t)
+    for library, alone in by_library.items():
+        for task, row, death in workers.run(alone, execute_work, log_dir=alone_logs,
+                                            max_tasks=1, **args_for(library)):
+            row = row or _crash(task, death, alone_logs, crash_result)
+            _, first, previous = shared[task.key]
+            row.isolation = isolation_note(first, row, previous)
+            record(row)
     bar.close()
     ordered = [rows[cell_key(c, lane)] for c, lane in tasks if cell_key(c, lane) in rows]
     df = matrix.frame([r.to_row() for r in ordered])
@@ -247,6 +398,19 @@ def _execute(folder: RunFolder, config: RunConfig, cases: list[ConvCase], progre
     folder.update_header(duration_s=round(header.get("duration_s", 0) + time.perf_counter() - t0, 1),
                          cells=len(ordered))
     return df
+
+
+def _no_patched_runtime(task: CellTask, problem: str, static_result) -> CellResult:
+    """A cell of a runtime-fix lane whose patched plug-in is not there: NO_RUNTIME, saying why
+    (what its static stages found is kept; a cell that could not even be prepared says so)."""
+    if task.prepared is not None:
+        row = static_result(task.case, task.prepared)[0]
+    else:
+        from harness.stages.cell import new_result
+
+        row = new_result(task.case, task.lane)
+    row.update(status=Status.NO_RUNTIME.value, phase="execute", message=problem)
+    return row
 
 
 def _crash(task: CellTask, death: str, log_dir: str, crash_result) -> CellResult:
@@ -271,6 +435,7 @@ def _progress(total: int, initial: int, enabled: bool):
 
 
 def start(out_dir: Path, config: RunConfig, cases: list[ConvCase]) -> None:
+    prepare_runtimes(config)  # first: the header names the patched plug-ins
     out_dir.mkdir(parents=True, exist_ok=True)
     folder = RunFolder(out_dir)
     folder.write_cases(cases)
@@ -287,10 +452,13 @@ def load_run(out_dir: Path) -> tuple[RunConfig, list[ConvCase]]:
 
 
 def validate_names(backends: list[str], fixes: str | None) -> list[str]:
-    """Raise KeyError naming the first unknown backend or fix."""
+    """Raise KeyError naming the first unknown backend or fix, or the first runtime patch (of
+    the chosen runtime fixes) that does not apply to the installed release's source."""
     for b in backends:
         backend_registry.get(b)
-    return fix_registry.parse(fixes)
+    chosen = fix_registry.parse(fixes)
+    check_patches(backends, chosen)
+    return chosen
 
 
 def default_jobs() -> int:
