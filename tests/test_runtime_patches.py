@@ -313,3 +313,28 @@ def test_patched_plugin_runs_the_make_ivec2_case_to_pass(vulkan_runtime, tmp_pat
         assert [p["name"] for p in header["patches"]] == ([INT_LISTS] if name == "patched" else [])
     assert statuses["stock"][0] == "RUNTIME_ERROR" and "make_ivec2" in statuses["stock"][1]
     assert statuses["patched"][0] == "PASS", statuses["patched"]
+
+
+def test_a_runtime_fix_whose_patch_does_not_apply_is_one_line_exit_2_nothing_written(
+        tmp_path, monkeypatch, capsys):
+    """`run --fixes NAME` where NAME is a runtime fix whose patch does not apply to the installed
+    release's source: one line, exit 2, no run folder."""
+    needs_sources()
+    from harness import cli
+    from harness.stages import fixes
+    from harness.stages.fixes.runtime_patches import RuntimePatchFix
+
+    patches = tmp_path / "patches"
+    patches.mkdir()
+    (patches / "bad-context.diff").write_text(BAD_CONTEXT)
+    monkeypatch.setattr(patching, "PATCH_DIR", patches)
+    fix = type("Bad", (RuntimePatchFix,), {"name": "bad-context", "runtime_patch": "bad-context"})
+    fixes.names()  # load the registry first, then add the bad fix to it
+    monkeypatch.setitem(fixes._registry._entries, "bad-context", fix())
+    out = tmp_path / "run"
+    rc = cli.main(["run", "--out", str(out), "--backends", "vulkan", "--fixes", "bad-context",
+                   "--max-examples", "0", "--no-cache", "--no-progress", "--no-report"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1, err
+    assert err.startswith("convconf: error: patch bad-context (bad-context.diff) does not apply")
+    assert not out.exists()
