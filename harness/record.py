@@ -64,6 +64,13 @@ class CellResult:
         return self.case.case_id
 
     @property
+    def delegation(self) -> str:
+        """How much of the program went to the delegate: "full" (nothing left outside), "partial"
+        (some ops delegated, some not), "none" (nothing delegated), "" (nothing was lowered).
+        A fact about delegation, beside the status (what executing the program showed)."""
+        return delegation(self.delegated_ops, self.undelegated_ops)
+
+    @property
     def key(self) -> tuple:
         """What identifies the cell in a run: (case_id, lane, fixes)."""
         return self.case_id, self.backend, self.fixes
@@ -80,7 +87,8 @@ class CellResult:
         row = {"case_id": self.case_id, "backend": self.backend, "fixes": self.fixes}
         row.update(self.case.to_dict())
         row.update(padding_spelling=self.case.padding_spelling,
-                   kernel_parity=self.case.kernel_parity, batch=self.case.input_shape[0])
+                   kernel_parity=self.case.kernel_parity, batch=self.case.input_shape[0],
+                   delegation=self.delegation)
         row.update({name: getattr(self, name) for name in _OUTCOME_FIELDS})
         return row
 
@@ -90,6 +98,15 @@ class CellResult:
         case = ConvCase.from_dict({k: row[k] for k in CASE_FIELDS if k in row and _present(row[k])})
         known = {k: row[k] for k in _OUTCOME_FIELDS if k in row and _present(row[k])}
         return cls(case=case, **known)
+
+
+def delegation(delegated_ops: dict, undelegated_ops: dict) -> str:
+    """See ``CellResult.delegation``."""
+    if not delegated_ops and not undelegated_ops:
+        return ""
+    if not delegated_ops:
+        return "none"
+    return "partial" if undelegated_ops else "full"
 
 
 def _present(value) -> bool:

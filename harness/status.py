@@ -1,4 +1,5 @@
-"""Cell statuses, ordered by how far a cell got through the pipeline (see README)."""
+"""Cell statuses, ordered by how far a cell got through the pipeline (see README); NOT_DELEGATED,
+a program that executed right with the conv outside the delegate, sits just before PASS."""
 
 from __future__ import annotations
 
@@ -8,12 +9,14 @@ import enum
 class Status(str, enum.Enum):
     INVALID = "INVALID"
     LOWER_ERROR = "LOWER_ERROR"
-    NOT_DELEGATED = "NOT_DELEGATED"
     CONTRACT_VIOLATION = "CONTRACT_VIOLATION"
     NO_RUNTIME = "NO_RUNTIME"
     RUNTIME_ERROR = "RUNTIME_ERROR"  # load/execute returned an error or raised; the process lived
     CRASH = "CRASH"                  # the process died: signal, abort, timeout
     MISMATCH = "MISMATCH"
+    # The program lowered with the conv (or part of it) outside the delegate, and executed within
+    # tolerance (a failure executing it is that failure's status): one step short of PASS.
+    NOT_DELEGATED = "NOT_DELEGATED"
     PASS = "PASS"
 
     def __str__(self) -> str:
@@ -44,7 +47,8 @@ NAMES = [s.value for s in ORDER]
 # A cell that is not one of these is a finding (used by --fail-on-mismatch and the regression diff).
 OK = {Status.PASS, Status.NO_RUNTIME}
 # Verdicts reached before execution that execution cannot change (CONTRACT_VIOLATION is only a
-# prediction: with a runtime present the cell executes and the runtime has the last word).
-STATIC_FINAL = {Status.INVALID, Status.LOWER_ERROR, Status.NOT_DELEGATED}
+# prediction: with a runtime present the cell executes and the runtime has the last word; a
+# NOT_DELEGATED program executes too: the rest of it may run delegate code).
+STATIC_FINAL = {Status.INVALID, Status.LOWER_ERROR}
 # What really happened on a runtime.
 EXECUTED = {Status.RUNTIME_ERROR, Status.CRASH, Status.MISMATCH, Status.PASS}

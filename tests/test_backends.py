@@ -41,7 +41,13 @@ def test_vulkan_cell_without_runtime_is_no_runtime_never_pass():
     with load.use(None):  # --vulkan-runtime none, even where a plug-in is loaded
         row = run_cell(seed(0), "vulkan", [])
         flagged = run_cell(seed("valid"), "vulkan", [])
+        partly = run_cell(ConvCase(dim=2, in_channels=3, out_channels=6, kernel_size=3,
+                                   padding=1, padding_mode="reflect", input_shape=(4, 3, 16, 16)),
+                          "vulkan", [])
     assert row.status == "NO_RUNTIME" and "VulkanBackend" in row.message
+    # a partly delegated program without a runtime: what lowering saw, saying it did not execute
+    assert partly.status == "NOT_DELEGATED" and partly.delegation == "partial"
+    assert "(not executed: VulkanBackend" in partly.message and partly.run_time_s is None
     assert row.delegated_ops == {"aten.convolution": 1}
     assert flagged.status == "CONTRACT_VIOLATION"  # the prediction is all there is
 
@@ -63,11 +69,15 @@ def test_vulkan_conv1d_length_one_lists_are_legal():
 @given(conv_cases(quant=st.just(None), dtypes=st.just("float32")))
 @example(ConvCase(dim=1, transposed=True, in_channels=1, out_channels=1, kernel_size=1,  # a bug
                   dilation=3, output_padding=1, bias=False, input_shape=(1, 1, 1)))
+@example(ConvCase(dim=2, in_channels=3, out_channels=6, kernel_size=3, padding=1,  # partly
+                  padding_mode="reflect", input_shape=(4, 3, 16, 16)))        # delegated
 def test_xnnpack_fp32_status_is_what_really_happened(case):
     """Whatever XNNPACK does with the case (bugs included: those are corpus entries), the row
-    says what happened: a lowering that raised is LOWER_ERROR with its message; a program that
-    raised at run time is RUNTIME_ERROR carrying the runtime's own message; one that ran is PASS
-    exactly when every element is within the README's fp32 tolerance of eager, else MISMATCH."""
+    says what happened: a lowering that raised is LOWER_ERROR with its message; every lowered
+    program executes, fully or partly delegated: one that raised at run time is RUNTIME_ERROR
+    carrying the runtime's own message; one that ran is within the README's fp32 tolerance of
+    eager (then PASS, or NOT_DELEGATED when the conv stayed outside the delegate) or MISMATCH.
+    The delegation column is what the lowered program's op counts say."""
     row = run_cell(case, "xnnpack", [])
     assert row.status in {s.value for s in Status} - {"NO_RUNTIME", "CONTRACT_VIOLATION", "CRASH"}
     if row.status != "PASS":
@@ -76,11 +86,15 @@ def test_xnnpack_fp32_status_is_what_really_happened(case):
     if entry.pte is None:  # nothing was lowered: the stage that raised is the status
         assert row.status == entry.status == "LOWER_ERROR" and row.message == entry.message
         return
+    assert row.delegation == ("full" if not entry.undelegated_ops else
+                              "partial" if entry.delegated_ops else "none")
     seen = execute_and_judge(entry.pte, case)
     if seen.raised:
         assert row.status == "RUNTIME_ERROR" and seen.raised in row.message, (seen, row.message)
-    elif row.status != "NOT_DELEGATED":
-        assert row.status == ("PASS" if seen.within else "MISMATCH"), (seen, row.message)
+        return
+    assert row.run_time_s is not None  # it executed, whatever its delegation
+    ran_right = "NOT_DELEGATED" if entry.status == "NOT_DELEGATED" else "PASS"
+    assert row.status == (ran_right if seen.within else "MISMATCH"), (seen, row.message)
 
 
 @settings(max_examples=lowering_examples())

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from harness.cli.common import (EXIT_FINDINGS, EXIT_OK, UsageError, print_summary, read_matrix,
                      write_report)
+from harness.results.diff import CHANGES
 
 
 def add_parsers(sub) -> None:
@@ -172,9 +173,7 @@ def cmd_releases(args) -> int:
     counts = moves["change"].value_counts() if len(moves) else {}
     for (a, b), part in (moves.groupby(["from", "to"], sort=False) if len(moves) else []):
         kinds = part["change"].value_counts()
-        print(f"{a} -> {b}: " + ", ".join(f"{k} {int(kinds.get(k, 0))}" for k in
-                                          ("regressed", "fixed", "changed", "unexecuted",
-                                           "added", "removed")))
+        print(f"{a} -> {b}: " + ", ".join(f"{k} {int(kinds.get(k, 0))}" for k in CHANGES[:-1]))
     print(f"releases view -> {out / 'releases.html'}")
     return EXIT_FINDINGS if counts.get("regressed", 0) else EXIT_OK
 
@@ -210,7 +209,5 @@ def cmd_diff(args) -> int:
             print("same status, different values:")
             print(same_bad[["case_id", "backend", "fixes", "new", "max_abs_error_old",
                             "max_abs_error_new"]].to_string(index=False, max_colwidth=60))
-    print(", ".join(f"{k} {int(counts.get(k, 0))}" for k in
-                    ("regressed", "fixed", "changed", "unexecuted", "added", "removed",
-                     "same")) + f" -> {out}")
+    print(", ".join(f"{k} {int(counts.get(k, 0))}" for k in CHANGES) + f" -> {out}")
     return EXIT_FINDINGS if counts.get("regressed", 0) else EXIT_OK

@@ -5,6 +5,8 @@ from __future__ import annotations
 import pandas as pd
 
 KEY = ["case_id", "backend", "fixes"]
+# The kinds of change between two runs' cells, most urgent first (the order of diff's rows).
+CHANGES = ("regressed", "fixed", "changed", "delegation", "unexecuted", "added", "removed", "same")
 
 
 def lanes(old: pd.DataFrame, new: pd.DataFrame, old_lane: str, new_lane: str):
@@ -35,10 +37,17 @@ def _one_side_unexecuted(old, new) -> bool:
     return (old in no_runtime and new in executed) or (new in no_runtime and old in executed)
 
 
+def _known(value) -> bool:
+    return isinstance(value, str)  # a matrix written before the column existed reads NaN
+
+
 def diff(old: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
     # max|d| on both sides: two lanes or releases that both PASS (or both MISMATCH) can still
     # compute different numbers, and a reader comparing devices wants to see that.
     err = ["max_abs_error"] if "max_abs_error" in old and "max_abs_error" in new else []
+    # How much went to the delegate, beside the status: the same status with more or less of
+    # the program delegated is a change a release made.
+    err += ["delegation"] if "delegation" in old and "delegation" in new else []
     # The message of each side: what a release said before and after a change is the clue.
     both = old[KEY + ["status", "message"] + err].merge(new[KEY + ["status", "message"] + err],
                                                         on=KEY, how="outer",
@@ -50,7 +59,9 @@ def diff(old: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
         if r["_merge"] == "right_only":
             return "added"
         if r["status_old"] == r["status_new"]:
-            return "same"
+            moved = "delegation_old" in r and r["delegation_old"] != r["delegation_new"] and \
+                _known(r["delegation_old"]) and _known(r["delegation_new"])
+            return "delegation" if moved else "same"
         if _one_side_unexecuted(r["status_old"], r["status_new"]):
             return "unexecuted"
         if r["status_old"] == "PASS":
@@ -61,7 +72,6 @@ def diff(old: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
 
     both["change"] = both.apply(kind, axis=1)
     both = both.drop(columns="_merge").rename(columns={"status_old": "old", "status_new": "new"})
-    order = {"regressed": 0, "fixed": 1, "changed": 2, "unexecuted": 3, "added": 4, "removed": 5,
-             "same": 6}
+    order = {change: i for i, change in enumerate(CHANGES)}
     return both.sort_values(by=["change", *KEY], key=lambda s: s.map(order) if s.name == "change"
                             else s).reset_index(drop=True)

@@ -47,7 +47,10 @@ def write(run_dir: Path, df: pd.DataFrame, verdict: pd.Series | None = None) -> 
             elif r.status != "PASS":
                 script = RunFolder(run_dir).repro_path(r.case_id, r.backend, r.fixes)
                 failure = ET.SubElement(case, "failure", type=r.status, message=message[:1000])
+                delegation = getattr(r, "delegation", "")
                 failure.text = (f"{r.status}: {message}\n"
+                                + (f"delegation: {delegation}\n" if isinstance(delegation, str)
+                                   and delegation else "")
                                 + (f"repro: {script}\n" if script.exists() else ""))
         totals["tests"] += len(cells)
         totals["failures"] += failures

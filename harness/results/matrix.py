@@ -93,11 +93,14 @@ def agreement(df: pd.DataFrame) -> pd.DataFrame:
             "clean_and_passed", "executed"]
     if "predicted" not in df.columns:
         return pd.DataFrame(columns=cols)
-    ran = df[df["status"].isin([s.value for s in EXECUTED]) & df["predicted"].notna()]
+    # a NOT_DELEGATED program that executed (it has a run time) ran right: it is a pass here
+    ran_right = (df["status"] == Status.NOT_DELEGATED.value) & df.get(
+        "run_time_s", pd.Series(index=df.index, dtype=float)).notna()
+    ran = df[(df["status"].isin([s.value for s in EXECUTED]) | ran_right) & df["predicted"].notna()]
     rows = []
     for lane_name, sub in ran.groupby(lane_names(ran)):
         flagged = sub["predicted"] == Status.CONTRACT_VIOLATION.value
-        passed = sub["status"] == Status.PASS.value
+        passed = sub["status"].isin([Status.PASS.value, Status.NOT_DELEGATED.value])
         rows.append({"lane": lane_name, "predicted_and_failed": int((flagged & ~passed).sum()),
                      "predicted_but_passed": int((flagged & passed).sum()),
                      "unpredicted_failures": int((~flagged & ~passed).sum()),

@@ -122,7 +122,7 @@ def write(run_dir: str | os.PathLike, df: pd.DataFrame | None = None, header: di
 # The cell table's feature filters: key -> label. A matrix from before the later fields has no
 # padding_mode/output_padding column; those cells read as the defaults.
 FEATURE_FILTERS = {"padding": "padding spelling", "mode": "padding mode", "dtype": "dtype",
-                   "dim": "dim", "batch": "batch"}
+                   "dim": "dim", "batch": "batch", "delegation": "delegation"}
 
 
 def cell_features(r: dict) -> dict:
@@ -130,7 +130,8 @@ def cell_features(r: dict) -> dict:
     return {"padding": r["padding_spelling"], "mode": mode if isinstance(mode, str) else "zeros",
             "dtype": r["quant"] if isinstance(r.get("quant"), str) else r["dtype"],
             "dim": f"{r['dim']}d" + (" transposed" if r["transposed"] else ""),
-            "batch": "batch 1" if _spatial(r["input_shape"])[0] == 1 else "batch > 1"}
+            "batch": "batch 1" if _spatial(r["input_shape"])[0] == 1 else "batch > 1",
+            "delegation": _text(r.get("delegation")) or "not lowered"}
 
 
 def feature_filters(cells: list[dict]) -> dict:

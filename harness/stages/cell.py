@@ -38,23 +38,24 @@ def prepare(case: ConvCase, lane: Lane) -> Prepared:
 def static_result(case: ConvCase, prepared: Prepared) -> tuple[CellResult, bool]:
     """The cell's record from its static stages, and whether it is final (nothing to execute):
     a verdict execution cannot change (INVALID, LOWER_ERROR), or no runtime to execute on (then
-    a predicted violation stays CONTRACT_VIOLATION and a clean program is NO_RUNTIME)."""
+    a predicted violation stays CONTRACT_VIOLATION, a clean program is NO_RUNTIME and a partly
+    delegated one stays NOT_DELEGATED, its message saying it was not executed)."""
     row = new_result(case, prepared.lane)
     row.update(**{n: getattr(prepared, n) for n in STATIC_FIELDS})
     row.cell_time_s = prepared.seconds
-    if prepared.status in (None, Status.CONTRACT_VIOLATION.value):
-        row.predicted = (Status.CONTRACT_VIOLATION.value if prepared.contract_violations
-                         else "clean")
-    if prepared.status is not None and Status(prepared.status).static_final and \
-            (prepared.status != Status.NOT_DELEGATED.value or prepared.pte is None):
+    if prepared.status is not None and (Status(prepared.status).static_final
+                                        or prepared.pte is None):  # nothing lowered to execute
         return row, True
+    row.predicted = Status.CONTRACT_VIOLATION.value if prepared.contract_violations else "clean"
     backend = backends.get(prepared.lane.backend)
     if backend.runtime_available():
         row.update(status=None, message="")
         return row, False
+    missing = f"{backend.runtime_name} is not registered in the installed runtime"
     if prepared.status is None:
-        row.update(status=Status.NO_RUNTIME.value, phase="execute",
-                   message=f"{backend.runtime_name} is not registered in the installed runtime")
+        row.update(status=Status.NO_RUNTIME.value, phase="execute", message=missing)
+    elif prepared.status == Status.NOT_DELEGATED.value:  # what lowering saw; never executed
+        row.update(message=f"{prepared.message} (not executed: {missing})")
     return row, True
 
 

@@ -155,12 +155,14 @@ def _lowered(program: _Program, backend, lane: Lane) -> Prepared:
     out.pte_size_kb = round(len(lowered.pte) / 1024, 2)
     out.lower_time_s = round(lowered.lower_time_s, 3)
     out.delegated_ops, out.undelegated_ops = lowered.delegated_ops, lowered.undelegated_ops
+    # The contract check reads what went to the delegate: a partly delegated program runs
+    # delegate code too, so it gets a prediction as well.
+    out.contract_violations = backend.contract_violations(lowered.edge_manager)
     if not lowered.conv_delegated:
         outside = ", ".join(f"{k} x{v}" for k, v in sorted(lowered.undelegated_ops.items()))
         out.status = Status.NOT_DELEGATED.value
         out.message = f"outside the {backend.name} delegate: {outside or 'everything'}"
         return out
-    out.contract_violations = backend.contract_violations(lowered.edge_manager)
     if out.contract_violations:
         out.status = Status.CONTRACT_VIOLATION.value
         out.message = "; ".join(out.contract_violations)
