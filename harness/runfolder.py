@@ -15,6 +15,7 @@ not there or not readable is one ``RunFolderError`` line naming the file.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import uuid
@@ -35,9 +36,18 @@ def atomic_write(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+REPRO_NAME_MAX = 160  # bytes; file systems refuse names over 255, and a run folder must copy anywhere
+
+
 def repro_name(case_id: str, lane_backend: str, fixes: str) -> str:
-    """The repro script's file name for a cell (backend column incl. @device, fixes column)."""
-    return f"{case_id}__{lane_backend}{'+' + fixes.replace(',', '+') if fixes else ''}.py"
+    """The repro script's file name for a cell (backend column incl. @device, fixes column).
+    A lane with many fixes is named by their count and a digest of the fixes column, so the
+    name stays within what every file system accepts (the script itself names every fix)."""
+    name = f"{case_id}__{lane_backend}{'+' + fixes.replace(',', '+') if fixes else ''}.py"
+    if len(name.encode()) <= REPRO_NAME_MAX:
+        return name
+    digest = hashlib.sha256(fixes.encode()).hexdigest()[:10]
+    return f"{case_id}__{lane_backend}+{len(fixes.split(','))}-fixes-{digest}.py"
 
 
 class RunFolder:

@@ -112,3 +112,21 @@ def test_no_import_circles():
         if m not in state:
             visit(m, [m])
     assert not cycles, "\n".join(cycles)
+
+
+def test_a_lane_with_every_fix_has_a_repro_name_any_file_system_accepts(tmp_path):
+    from harness.runfolder import RunFolder, repro_name
+    from harness.stages import fixes
+
+    case_id = "conv3d_i1o1_k3_s3_p1_mreplicate_d2L_g1_b0_x1x1x5x3x5_q8c-5b1b6f95"
+    every = ",".join(fixes.names()) + "," + ",".join(f"vk-patch-{i}" for i in range(12))
+    name = repro_name(case_id, "vulkan@NVIDIA H200", every)
+    assert len(name.encode()) <= 255 and name.startswith(case_id) and name.endswith(".py")
+    # distinct lanes keep distinct names; a short lane keeps its readable name
+    assert repro_name(case_id, "vulkan", every + ",x") != name
+    assert repro_name(case_id, "xnnpack", "xnnpack-conv1d-same-even") == \
+        f"{case_id}__xnnpack+xnnpack-conv1d-same-even.py"
+    path = RunFolder(tmp_path).repro_path(case_id, "vulkan", every)
+    path.parent.mkdir()
+    path.write_text("# ok")
+    assert path.read_text() == "# ok"
