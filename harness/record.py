@@ -16,7 +16,8 @@ from harness.spec import ConvCase
 
 CASE_FIELDS = tuple(f.name for f in dataclasses.fields(ConvCase))
 METRIC_COLUMNS = ("max_abs_error", "max_rel_error", "mae", "sqnr_db", "max_abs_error_vs_float",
-                  "error_steps", "eager_error_steps", "tolerance", "out_shape", "ref_shape")
+                  "error_steps", "eager_error_steps", "tolerance", "out_shape", "ref_shape",
+                  "error_pattern")
 
 
 def _executorch_version() -> str:
@@ -45,6 +46,10 @@ class CellResult:
     tolerance: float | None = None
     out_shape: list | None = None
     ref_shape: list | None = None
+    # a MISMATCH: where the output is wrong (stages/fingerprint.py), e.g. "right edge 3 cols ·
+    # all channels · all batches"; part of the cell's finding ("" for every other status, and
+    # in a matrix written before the column existed)
+    error_pattern: str = ""
     delegated_ops: dict = field(default_factory=dict)
     undelegated_ops: dict = field(default_factory=dict)
     contract_violations: list = field(default_factory=list)
@@ -58,6 +63,10 @@ class CellResult:
     # where the case came from (`cases from-model`: model @ module paths); not part of the
     # case, so not of its id: the same conv from two models is one case, one cell
     source: str = ""
+    # A MISMATCH's evidence for its picture (fingerprint.evidence: numpy arrays), on its way from
+    # the worker to the run folder (RunFolder.write_evidence); never a matrix column.
+    evidence: dict | None = field(default=None, repr=False, compare=False,
+                                  metadata={"row": False})
 
     @property
     def case_id(self) -> str:
@@ -113,4 +122,5 @@ def _present(value) -> bool:
     return not (value is None or (isinstance(value, float) and math.isnan(value)))
 
 
-_OUTCOME_FIELDS = tuple(f.name for f in dataclasses.fields(CellResult) if f.name != "case")
+_OUTCOME_FIELDS = tuple(f.name for f in dataclasses.fields(CellResult)
+                        if f.name != "case" and f.metadata.get("row", True))

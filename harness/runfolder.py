@@ -6,6 +6,9 @@ written, and the run's identity.
     journal.jsonl   one CellResult row per finished cell (run/journal.py), for --resume
     matrix.csv/json the matrix (results/matrix.py writes it from the CellResults)
     findings.json/md, junit.xml, report.html, repro/, logs/
+    evidence/       one .npz per MISMATCH cell (fingerprint.evidence: the drawn |out - ref|),
+                    written when the cell is recorded, named like its repro script
+    pictures/       one PNG of |out - ref| per MISMATCH finding (F-....png), from evidence/
 
 A run is known by ``run_id`` (written once into run.json when the run starts), never by its
 path: a folder copied or moved (a CI artifact downloaded by the next job) is the same run, and
@@ -79,6 +82,62 @@ class RunFolder:
 
     def repro_path(self, case_id: str, backend: str, fixes: str) -> Path:
         return self.repro_dir / repro_name(case_id, backend, fixes)
+
+    # --- a MISMATCH cell's evidence, a finding's picture -----------------------------------------
+    # Paths are the folder's own: a run folder copied or moved keeps them (nothing absolute is
+    # stored anywhere); a folder without them (older runs) simply has no pictures.
+    @property
+    def evidence_dir(self) -> Path:
+        return self.path / "evidence"
+
+    def evidence_path(self, case_id: str, backend: str, fixes: str) -> Path:
+        return self.evidence_dir / (repro_name(case_id, backend, fixes)[:-len(".py")] + ".npz")
+
+    def write_evidence(self, case_id: str, backend: str, fixes: str, evidence: dict) -> Path:
+        """fingerprint.evidence -> evidence/NAME.npz (via a temporary file and a rename)."""
+        import numpy as np
+
+        path = self.evidence_path(case_id, backend, fixes)
+        path.parent.mkdir(exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp.npz")
+        np.savez_compressed(tmp, **evidence)
+        os.replace(tmp, path)
+        return path
+
+    def evidence(self, case_id: str, backend: str, fixes: str) -> dict | None:
+        """A cell's evidence, or None when the folder has none for it (or it is unreadable)."""
+        import numpy as np
+
+        path = self.evidence_path(case_id, backend, fixes)
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                return {k: data[k] for k in data.files}
+        except (OSError, ValueError):
+            return None
+
+    def copy_evidence_from(self, other: RunFolder) -> int:
+        """Another folder's evidence files into this one (merge of shards); -> files copied."""
+        import shutil
+
+        if not other.evidence_dir.is_dir():
+            return 0
+        self.evidence_dir.mkdir(exist_ok=True)
+        n = 0
+        for f in other.evidence_dir.glob("*.npz"):
+            shutil.copyfile(f, self.evidence_dir / f.name)
+            n += 1
+        return n
+
+    @property
+    def pictures_dir(self) -> Path:
+        return self.path / "pictures"
+
+    def picture_path(self, finding_id: str) -> Path:
+        return self.pictures_dir / f"{finding_id}.png"
+
+    def relative(self, path: Path) -> str:
+        """A path inside the folder as the folder's files name it (POSIX, relative)."""
+        return Path(path).relative_to(self.path).as_posix()
 
     def is_run(self) -> bool:
         return self.header_path.exists() and self.cases_path.exists()

@@ -177,3 +177,64 @@ def test_report_says_when_a_finding_did_not_shrink(tmp_path):
     html = report.write(tmp_path).read_text()
     assert "no failing neighbour found within the budget (5.0 s, 3 tries)" in html
     assert findings.find(df, tmp_path)[1].minimal["tries"] == 3
+
+
+def _mismatch(case: ConvCase, wrong) -> CellResult:
+    """A MISMATCH cell whose verdict and error pattern are compare's own, for an output wrong
+    at ``wrong`` (an index into it)."""
+    import torch
+
+    from harness.stages.compare import compare
+
+    n, c = case.input_shape[0], case.out_channels
+    ref = torch.randn(n, c, *case.input_shape[2:], generator=torch.Generator().manual_seed(0))
+    out = ref.clone()
+    out[wrong] += 1.0
+    v = compare(out, ref, groups=case.groups)
+    return CellResult(case=case, backend="vulkan", status="MISMATCH", message=v.message,
+                      error_pattern=v.metrics["error_pattern"], max_abs_error=1.0)
+
+
+def test_where_the_output_is_wrong_splits_mismatch_findings_and_other_sizes_stay_one(tmp_path):
+    def dw(k, hw, c=4):
+        return ConvCase(dim=2, in_channels=c, out_channels=c, groups=c, kernel_size=k,
+                        padding=k // 2, input_shape=(1, c, hw, hw))
+
+    def grouped(i, o, hw):
+        return ConvCase(dim=2, in_channels=i, out_channels=o, groups=2, kernel_size=3, padding=1,
+                        input_shape=(1, i, hw, hw))
+
+    cells = [_mismatch(dw(7, 8), (Ellipsis, slice(-3, None))),  # the depthwise right edge ...
+             _mismatch(dw(9, 12, 8), (Ellipsis, slice(-4, None))),  # ... wider, on more channels
+             _mismatch(grouped(8, 4, 8), (slice(None), slice(2, 4))),  # channels of group 1
+             _mismatch(grouped(4, 8, 10), (slice(None), slice(4, 8)))]
+    assert cells[0].message.split("/")[1] != cells[1].message.split("/")[1]  # other sizes
+    df = matrix.frame([r.to_row() for r in cells])
+    assert list(df["error_pattern"])[:3] == [
+        "right edge 3 cols · all channels · all batches",
+        "right edge 4 cols · all channels · all batches",
+        "channels of group >= 1 · everything spatial · all batches"]
+    found = findings.find(df)
+    assert len(found) == 2 and sorted(f.count for f in found) == [2, 2]
+    by_where = {f.error_pattern.split(" · ")[0]: f for f in found}
+    assert set(by_where) == {"right edge 3 cols", "channels of group >= 1"}
+    assert by_where["right edge 3 cols"].case_ids == sorted(c.case_id for c in cells[:2])
+    assert by_where["right edge 3 cols"].signature.endswith(
+        " @ right edge N cols · all channels · all batches")
+    # the id of each cell is its finding's, however the cell is read back
+    matrix.write(df, tmp_path)
+    back = matrix.read(tmp_path)
+    ids = {findings.cell_finding_id(r) for r in back.itertuples()}
+    assert ids == {f.id for f in found}
+    assert {findings.cell_finding_id(r) for r in back.to_dict(orient="records")} == ids
+    # a matrix from before the column: it loads, and its MISMATCH cells are one finding again,
+    # with the id such a matrix always had
+    old = back.drop(columns=["error_pattern"])
+    (legacy,) = findings.find(old)
+    assert legacy.count == 4 and legacy.error_pattern == ""
+    assert legacy.id == findings.finding_id("vulkan", "MISMATCH", cells[0].message)
+    # a baseline written then still knows these cells (by the message-only id)
+    from harness.results import baseline
+
+    verdict = baseline.classify(df, baseline.Baseline("old", {legacy.id}))
+    assert all(v.startswith("known: ") for v in verdict)

@@ -223,3 +223,65 @@ def test_render_shape_mismatch(tmp_path):
     ref = _ref(1, 2, 4, 4)
     path = render(ref[..., :3], ref, tmp_path / "shape.png", "shape")
     assert path.exists() and path.stat().st_size > 0
+
+
+# --- wired in: compare's verdict, the run folder's evidence, the picture from it -----------------
+
+def test_a_mismatch_verdict_says_where_and_keeps_evidence_a_pass_neither():
+    ref = _ref(1, 4, 8, 8)
+    ok = compare.compare(ref.clone(), ref, groups=2)
+    assert ok.ok and "error_pattern" not in ok.metrics and ok.evidence is None
+    grouped = compare.compare(_perturbed(ref, (slice(None), slice(2, 4))), ref, groups=2)
+    assert not grouped.ok
+    assert grouped.metrics["error_pattern"] == "channels of group >= 1 · everything spatial · all batches"
+    edge = compare.compare(_perturbed(ref, RIGHT3), ref, groups=4)
+    assert edge.metrics["error_pattern"] == "right edge 3 cols · all channels · all batches"
+    ev = edge.evidence
+    assert ev["diff"].shape == (1, 4, 8, 8) and ev["diff"].dtype == np.float32
+    assert (ev["diff"][..., -3:] > 0.5).all() and (ev["diff"][..., :-3] == 0).all()
+    assert tuple(ev["out_shape"]) == (1, 4, 8, 8) and ev["out"].shape == (1, 4, 8, 8)
+    # int8: the pattern is of the elements more than the allowed output steps off
+    scale = 0.05
+    q = _perturbed(ref, (Ellipsis, 0), 0.5 * scale)  # within one step: not part of the pattern
+    q[:, 1] += 3 * scale
+    v = compare.compare(q, ref, out_scale=scale)
+    assert not v.ok and v.metrics["error_pattern"] == "channel 1 only · everything spatial · all batches"
+    # another shape: said so, evidence without a diff
+    s = compare.compare(ref[..., :7], ref)
+    assert s.metrics["error_pattern"] == "shape differs: got (1, 4, 8, 7), expected (1, 4, 8, 8)"
+    assert "diff" not in s.evidence
+
+
+def test_evidence_is_small_whatever_the_output():
+    from harness.stages.fingerprint import MAX_BATCHES_DRAWN, MAX_CHANNELS_DRAWN, evidence
+
+    ref = _ref(6, 64, 200, 300)
+    ev = evidence(_perturbed(ref, RIGHT3), ref)
+    assert ev["diff"].shape[:2] == (MAX_BATCHES_DRAWN, MAX_CHANNELS_DRAWN)
+    assert ev["diff"].size <= MAX_BATCHES_DRAWN * MAX_CHANNELS_DRAWN * 96 * 128
+    assert "out" not in ev and "first 16 of 64 channels" in str(ev["notes"])
+    assert "max-pooled" in str(ev["notes"]) and tuple(ev["out_shape"]) == (6, 64, 200, 300)
+
+
+def test_evidence_in_a_run_folder_draws_the_picture_after_the_folder_moved(tmp_path):
+    import shutil
+
+    from harness.runfolder import RunFolder
+    from harness.stages.fingerprint import render_evidence
+
+    ref = _ref(1, 4, 8, 8)
+    verdict = compare.compare(_perturbed(ref, RIGHT3, 2.0), ref)
+    folder = RunFolder(tmp_path / "run")
+    folder.path.mkdir()
+    path = folder.write_evidence("conv2d_x-0000abcd", "vulkan", "fix-a,fix-b", verdict.evidence)
+    assert path.parent == folder.evidence_dir and path.suffix == ".npz"
+    moved = RunFolder(tmp_path / "moved")
+    shutil.move(folder.path, moved.path)  # nothing absolute is kept: the copy has it
+    ev = moved.evidence("conv2d_x-0000abcd", "vulkan", "fix-a,fix-b")
+    assert ev is not None and np.array_equal(ev["diff"], verdict.evidence["diff"])
+    assert moved.evidence("conv2d_x-0000abcd", "vulkan", "") is None  # none for that cell
+    pixels = _png_checks(render_evidence(ev, moved.picture_path("F-1"), "from the folder"))
+    rgb = pixels[..., :3]  # the stripe, as render draws it from the tensors
+    assert ((rgb[..., 0] > 0.95) & (rgb[..., 1] > 0.9) & (rgb[..., 2] > 0.6)).any()
+    shape = compare.compare(ref[..., :7], ref).evidence
+    assert render_evidence(shape, tmp_path / "s.png", "shape").stat().st_size > 0

@@ -48,12 +48,24 @@ def print_summary(df, out: Path) -> None:
     print(f"{len(df)} cells -> {out / 'matrix.csv'}")
 
 
+def check_known_issues() -> None:
+    """The known-issues file findings are matched against (cases/upstream/known_issues.json or
+    $CONVCONF_KNOWN_ISSUES) reads: else one line, exit 2, before anything is written."""
+    from harness.results import known_issues
+
+    try:
+        known_issues.load(known_issues.default_path())
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
 def write_report(out: Path, html: bool = True, verdict=None, first_seen=None) -> None:
     """Everything derived from the run's cells (read once), with its findings computed once:
-    repro scripts, findings.json/md, junit.xml, report.html."""
+    repro scripts, findings.json/md and pictures/, junit.xml, report.html."""
     from harness.record import CellResult
     from harness.results import findings, junit, matrix, report, repro
 
+    check_known_issues()
     df = matrix.read(out)
     cells = [CellResult.from_row(r) for r in df.to_dict(orient="records")]
     scripts = repro.write_for_run(out, df) if html else 0

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.cli.common import (EXIT_FINDINGS, EXIT_OK, UsageError, print_summary, read_matrix,
-                     write_report)
+from harness.cli.common import (EXIT_FINDINGS, EXIT_OK, UsageError, check_known_issues,
+                                print_summary, read_matrix, write_report)
 from harness.results.diff import CHANGES
 
 
@@ -62,6 +62,7 @@ def add_parsers(sub) -> None:
 def cmd_merge(args) -> int:
     from harness.run.merge import MergeError, merge
 
+    check_known_issues()
     try:
         n = merge(args.dirs, args.out)
     except MergeError as e:
@@ -120,6 +121,7 @@ def cmd_shrink(args) -> int:
     from harness.run.shrink import shrink_all
 
     df = read_matrix(args.dir)
+    check_known_issues()
     try:
         config, _ = runner.load_run(args.dir)
     except ValueError as e:

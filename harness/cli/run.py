@@ -5,7 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from harness.cli.common import EXIT_FINDINGS, EXIT_OK, UsageError, print_summary, write_report
+from harness.cli.common import (EXIT_FINDINGS, EXIT_OK, UsageError, check_known_issues,
+                                print_summary, write_report)
 
 
 def add_parsers(sub) -> None:
@@ -55,6 +56,7 @@ def cmd_run(args) -> int:
     from harness.spec import CaseError, load_cases
 
     # Everything that can be wrong with the input is checked before the run folder is touched.
+    check_known_issues()
     base = None
     if args.baseline:
         from harness.results.baseline import load as load_baseline

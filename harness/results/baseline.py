@@ -54,12 +54,15 @@ def load(path: Path) -> Baseline:
 def classify(df: pd.DataFrame, base: Baseline) -> pd.Series:
     """Per cell: "" (PASS / NO_RUNTIME), "known: F-..." or "new: F-..." / "regressed: ..."."""
     def one(r) -> str:
-        fid = findings.finding_id(r.backend, r.status, r.message or "")
+        fid = findings.cell_finding_id(r)
         if fid is None:
             return ""
         if (r.case_id, r.backend, r.fixes) in base.passed:
             return f"regressed: {fid} (PASS in {base.source})"
-        return f"{'known' if fid in base.finding_ids else 'new'}: {fid}"
+        # a baseline from before error patterns knew a MISMATCH by its message alone
+        legacy = findings.finding_id(r.backend, r.status, r.message or "")
+        known = fid in base.finding_ids or legacy in base.finding_ids
+        return f"{'known' if known else 'new'}: {fid}"
 
     return pd.Series([one(r) for r in df.itertuples()], index=df.index, dtype=object)
 

@@ -96,7 +96,7 @@ def save_failures(df, cases: list[ConvCase], path: str | os.PathLike,
     """Add every case with a cell outside OK, with all its lanes' statuses; -> new cases.
     With shrink results (``harness run --shrink``), a case whose failures all belong to shrunk
     findings is saved as those findings' minimal cases instead (expecting their one lane)."""
-    from harness.results.findings import finding_id
+    from harness.results.findings import cell_finding_id
 
     path = Path(path)
     found = read(path) if path.exists() else []
@@ -108,13 +108,13 @@ def save_failures(df, cases: list[ConvCase], path: str | os.PathLike,
     note = f"found by convconf on executorch {versions.stack()['executorch']}"
     new = []
     for case_id, rows in bad.groupby("case_id", sort=False):
-        ids = {finding_id(r.backend, r.status, r.message or "") for r in rows.itertuples()}
+        ids = {cell_finding_id(r) for r in rows.itertuples()}
         if minimal and ids <= set(minimal):
             for fid in sorted(ids):
                 small = ConvCase.from_dict(minimal[fid]["case"])
                 if small.case_id not in known:
                     known.add(small.case_id)
-                    status = rows[[finding_id(r.backend, r.status, r.message or "") == fid
+                    status = rows[[cell_finding_id(r) == fid
                                    for r in rows.itertuples()]].iloc[0]["status"]
                     new.append({"case": small.to_dict(), "expect": {minimal[fid]["lane"]: status},
                                 "note": f"{note}; finding {fid}, shrunk from {case_id}"})

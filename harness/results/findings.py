@@ -5,8 +5,18 @@ A finding is (backend family, status, signature). The family is the backend with
 (``vulkan`` and ``vulkan@h200`` are one family, so one bug seen on two devices is one finding);
 the signature is the message with what varies from cell to cell taken out: for a runtime check,
 the check itself (``Exception raised from FUNC at FILE:LINE: (cond)``); for a contract violation,
-its rules; otherwise numbers, shapes, case ids and paths. The id hashes the key, so the same
-problem keeps its id across runs and machines.
+its rules; otherwise numbers, shapes, case ids and paths. A MISMATCH adds where the output is
+wrong (the cell's ``error_pattern``, stages/fingerprint.py) with its numbers taken out too, so
+the Vulkan depthwise right-edge bug ("right edge N cols · all channels · all batches") and the
+grouped-conv bug ("channels of group >= N · ...") are two findings, and the same bug at another
+size (another edge width, another channel count) stays one. A matrix written before the column
+existed has no pattern: its MISMATCH cells keep the message-only key (and id) they had. The id
+hashes the key, so the same problem keeps its id across runs and machines.
+
+Each finding says which known upstream issue tracks it (cases/upstream/known_issues.json,
+results/known_issues.py: "known: #22774 (open), #22778 (open)", "known, not reported upstream")
+or "new"; a MISMATCH finding gets a picture of |out - ref| of its representative
+(``pictures/F-....png``, drawn from the cell's evidence/ file) beside findings.md.
 """
 
 from __future__ import annotations
@@ -36,7 +46,17 @@ _VARIABLE = [
 ]
 
 
-def signature(status: str, message: str) -> str:
+def signature(status: str, message: str, error_pattern: str = "") -> str:
+    """What a cell's failure is, with what varies from cell to cell taken out; a MISMATCH with
+    an error pattern adds it (`` @ `` and the pattern, numbers taken out)."""
+    base = _message_signature(status, message)
+    pattern = error_pattern if isinstance(error_pattern, str) else ""  # NaN: an older matrix
+    if status == Status.MISMATCH.value and pattern.strip():
+        return f"{base} @ {_normalise(pattern.strip())}"
+    return base
+
+
+def _message_signature(status: str, message: str) -> str:
     message = (message or "").strip()
     check = _RUNTIME_CHECK.search(message)
     if check:  # the same check at the same place, whatever the values in its condition
@@ -57,12 +77,20 @@ def _normalise(text: str) -> str:
     return text
 
 
-def finding_id(backend: str, status: str, message: str) -> str | None:
+def finding_id(backend: str, status: str, message: str, error_pattern: str = "") -> str | None:
     """The id of the finding a cell belongs to (None for PASS / NO_RUNTIME)."""
     if not Status(status).is_finding:  # PASS; NO_RUNTIME: nothing was tried, nothing found
         return None
-    key = f"{family(backend)}|{status}|{signature(status, message)}"
+    key = f"{family(backend)}|{status}|{signature(status, message, error_pattern)}"
     return "F-" + hashlib.sha1(key.encode()).hexdigest()[:8]
+
+
+def cell_finding_id(cell) -> str | None:
+    """``finding_id`` of a CellResult, a matrix row (dict) or an ``itertuples`` row; a row of a
+    matrix from before the error_pattern column reads as having none."""
+    get = cell.get if isinstance(cell, dict) else lambda k, d=None: getattr(cell, k, d)
+    return finding_id(get("backend"), get("status"), get("message") or "",
+                      get("error_pattern", "") or "")
 
 
 def family(backend: str) -> str:
@@ -105,6 +133,10 @@ class Finding:
     minimal: dict | None = None  # from --shrink: case, case_id, seconds, tries, note, repro
     first_seen: str = ""  # run start times: from the baseline where it knew the finding
     last_seen: str = ""
+    error_pattern: str = ""  # a MISMATCH: where its representative (example) is wrong
+    known: str = "new"  # "known: #22774 (open), ..." / "known, not reported upstream" / "new"
+    known_issues: list = field(default_factory=list)  # [{id, title, label, cells: "k/n"}]
+    picture: str = ""  # a MISMATCH: pictures/F-....png (relative to the run folder), if drawn
 
 
 def load_shrunk(run_dir: Path | None) -> dict:
@@ -116,36 +148,48 @@ def load_shrunk(run_dir: Path | None) -> dict:
 
 
 def find(results: list[CellResult] | pd.DataFrame, run_dir: Path | None = None,
-         first_seen: dict | None = None) -> list[Finding]:
+         first_seen: dict | None = None, known: tuple | None = None) -> list[Finding]:
     """The findings of a run's cells. ``first_seen``: what a baseline knew (finding id ->
     when); with ``run_dir``, what the run's findings.json already says wins, and a finding new
-    to both is first seen in this run."""
+    to both is first seen in this run. ``known``: the known upstream issues to match (default:
+    known_issues.load(), the shipped file or $CONVCONF_KNOWN_ISSUES; ValueError, one line,
+    when that file is malformed)."""
+    from harness.results import known_issues
+
     if isinstance(results, pd.DataFrame):
         results = [CellResult.from_row(r) for r in results.to_dict(orient="records")]
+    issues = known_issues.load(known_issues.default_path()) if known is None else known
     folder = RunFolder(run_dir) if run_dir else None
     shrunk = load_shrunk(run_dir)
     by_key = {r.key: r for r in results}
     groups: dict[tuple, list[CellResult]] = {}
     for r in results:
         if Status(r.status).is_finding:
-            groups.setdefault((family(r.backend), r.status, signature(r.status, r.message)),
-                              []).append(r)
+            groups.setdefault((family(r.backend), r.status,
+                               signature(r.status, r.message, r.error_pattern)), []).append(r)
     found = []
     for (fam, status, sig), cells in groups.items():
         lanes = sorted({Lane.of(r.backend, r.fixes).name for r in cells})
+        # the representative: the first cell, or for a MISMATCH the first whose evidence (the
+        # picture's data) the folder holds
         example = cells[0]
+        if folder is not None and status == Status.MISMATCH.value:
+            example = next((r for r in cells if folder.evidence_path(r.case_id, r.backend,
+                                                                     r.fixes).exists()), example)
         repro = ""
         if folder is not None:
             path = folder.repro_path(example.case_id, example.backend, example.fixes)
             repro = f"repro/{path.name}" if path.exists() else ""
-        f = Finding(id=finding_id(example.backend, status, example.message),
+        f = Finding(id=cell_finding_id(example),
                     backend=fam, status=status, signature=sig, count=len(cells), lanes=lanes,
                     case_ids=sorted({r.case_id for r in cells}),
                     example={"case_id": example.case_id, "backend": example.backend,
                              "fixes": example.fixes, "message": example.message[:400],
                              "case": example.case.to_dict(), "repro": repro},
-                    fixed_by=_fixed_by(cells, results, by_key))
+                    fixed_by=_fixed_by(cells, results, by_key),
+                    error_pattern=example.error_pattern or "")
         f.minimal = shrunk.get(f.id)
+        _known(f, example, cells, issues)
         # told apart from the other cells of its lanes; a finding at execution from the other
         # cells that executed (a lowering error says nothing about what a runtime would do)
         executed = Status(status).executed
@@ -157,6 +201,27 @@ def find(results: list[CellResult] | pd.DataFrame, run_dir: Path | None = None,
         for f in found:
             f.first_seen, f.last_seen = when.get(f.id) or started, started
     return sorted(found, key=lambda f: (-f.count, f.id))
+
+
+def _known(f: Finding, example: CellResult, cells: list[CellResult], issues: tuple) -> None:
+    """The known upstream issues the finding's cells show, most cells first; the label of the
+    one its representative shows (else the most shown), or "new" when none matches."""
+    from harness.results import known_issues
+
+    hits: dict[str, list] = {}
+    for r in cells:
+        for k in known_issues.match(r.backend, r.case, r.status, r.message, issues=issues):
+            hits.setdefault(k.id, [k, 0])[1] += 1
+    if not hits:
+        f.known, f.known_issues = "new", []
+        return
+    shown = {k.id for k in known_issues.match(example.backend, example.case, example.status,
+                                              example.message, issues=issues)}
+    ordered = sorted(hits.values(), key=lambda kv: (kv[0].id not in shown, -kv[1], kv[0].id))
+    f.known_issues = [{"id": k.id, "title": k.title, "label": k.label, "cells": f"{n}/{len(cells)}",
+                       "upstream": [u._asdict() for u in k.upstream], "fixed_in": k.fixed_in}
+                      for k, n in ordered]
+    f.known = ordered[0][0].label
 
 
 def _fixed_by(cells: list[CellResult], results: list[CellResult], by_key: dict) -> dict:
@@ -214,16 +279,50 @@ def _term(k: str, v) -> str:
 def markdown(findings: list[Finding], cells_not_pass: int) -> str:
     lines = [f"### convconf: {len(findings)} findings from {cells_not_pass} cells that are not "
              "PASS/NO_RUNTIME", "",
-             "| id | lane | status | cells | rule | fixed by | minimal case | first seen | signature |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "| id | lane | status | cells | upstream | rule | fixed by | minimal case | first seen "
+             "| signature | where wrong |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for f in findings:
         rule = f.rule + (f" ({f.rule_in}, {f.rule_out})" if f.rule_in else "")
         fixed = ", ".join(f"{k} {v}" for k, v in f.fixed_by.items()) or "-"
         sig = f.signature.replace("|", "\\|")[:140]
         small = (f.minimal or {}).get("case_id") or (f.minimal or {}).get("note") or "-"
-        lines.append(f"| {f.id} | {f.backend} | {f.status} | {f.count} | {rule} | {fixed} | "
-                     f"{small} | {f.first_seen or '-'} | `{sig}` |")
+        where = (f.error_pattern.replace("|", "\\|") if f.error_pattern else "-") + (
+            f" [picture]({f.picture})" if f.picture else "")
+        lines.append(f"| {f.id} | {f.backend} | {f.status} | {f.count} | {f.known} | {rule} | "
+                     f"{fixed} | {small} | {f.first_seen or '-'} | `{sig}` | {where} |")
+    pictures = [f for f in findings if f.picture]
+    if pictures:
+        lines += ["", "#### |out - ref| of each MISMATCH finding's representative", ""]
+        for f in pictures:
+            lines += [f"**{f.id}** ({f.example['case_id']} on {f.example['backend']}"
+                      f"{' + ' + f.example['fixes'] if f.example['fixes'] else ''}): "
+                      f"{f.error_pattern}", "", f"![{f.id}]({f.picture})", ""]
     return "\n".join(lines) + "\n"
+
+
+def draw_pictures(run_dir: Path, found: list[Finding]) -> int:
+    """pictures/F-....png for every MISMATCH finding whose representative's evidence the run
+    folder holds (a folder from before evidence existed has none: no picture, no error);
+    sets ``Finding.picture`` (relative to the folder). -> pictures drawn."""
+    from harness.stages.fingerprint import render_evidence
+
+    folder, n = RunFolder(run_dir), 0
+    for f in found:
+        if f.status != Status.MISMATCH.value:
+            continue
+        ex = f.example
+        ev = folder.evidence(ex["case_id"], ex["backend"], ex["fixes"])
+        if ev is None:
+            f.picture = ""
+            continue
+        lane = Lane.of(ex["backend"], ex["fixes"]).name
+        path = render_evidence(ev, folder.picture_path(f.id),
+                               f"{f.id}: |out - ref| of {ex['case_id']} on {lane}\n"
+                               f"{f.error_pattern}")
+        f.picture = folder.relative(path)
+        n += 1
+    return n
 
 
 def seen(run_dir: Path) -> dict:
@@ -241,9 +340,11 @@ def started_at(run_dir: Path) -> str:
 
 
 def write(run_dir: Path, cells: list[CellResult], found: list[Finding]) -> None:
-    """findings.json and findings.md in the run folder; findings.md is appended to
-    $GITHUB_STEP_SUMMARY when that is set (a GitHub Actions job summary)."""
+    """findings.json, findings.md and pictures/ (one PNG per MISMATCH finding) in the run folder;
+    findings.md is appended to $GITHUB_STEP_SUMMARY when that is set (a GitHub Actions job
+    summary)."""
     not_pass = sum(Status(c.status).is_finding for c in cells)
+    draw_pictures(run_dir, found)
     (run_dir / "findings.json").write_text(json.dumps(
         {"cells_not_pass": not_pass, "findings": [asdict(f) for f in found]}, indent=1))
     md = markdown(found, not_pass)

@@ -7,6 +7,7 @@ Templates live in reports/templates (jinja2). Rows of the heatmap are case featu
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 from pathlib import Path
@@ -77,7 +78,9 @@ def write(run_dir: str | os.PathLike, df: pd.DataFrame | None = None, header: di
     run_dir = folder.path
     df = (matrix.read(run_dir) if df is None else df).copy()
     header = folder.header_or_empty() if header is None else header
-    found = findings.find(df, run_dir) if found is None else found
+    if found is None:
+        found = findings.find(df, run_dir)
+        findings.draw_pictures(run_dir, found)
     df["group"] = df.apply(feature_group, axis=1)
     df["lane"] = [Lane.of(b, f).label for b, f in zip(df["backend"], df["fixes"], strict=True)]
     cells = []
@@ -97,8 +100,7 @@ def write(run_dir: str | os.PathLike, df: pd.DataFrame | None = None, header: di
                       "max_abs": "" if metrics.get("max_abs_error") is None
                       else f"{metrics['max_abs_error']:.3g}", "group": r["group"],
                       "features": cell_features(r), "source": _text(r.get("source")),
-                      "finding": findings.finding_id(r["backend"], r["status"],
-                                                     r.get("message") or "") or "",
+                      "finding": findings.cell_finding_id(r) or "",
                       "case": json.dumps({k: r[k] for k in ("dim", "transposed", "in_channels",
                                           "out_channels", "kernel_size", "stride", "padding",
                                           "padding_mode", "dilation", "output_padding", "groups",
@@ -109,13 +111,23 @@ def write(run_dir: str | os.PathLike, df: pd.DataFrame | None = None, header: di
                                    f"{r['backend']}" + (f" --fixes {r['fixes']}" if r["fixes"] else "")
                                    + f" --dir {run_dir}"})
     html = environment().get_template("report.html.j2").render(
-        header=header, findings=found, counts=matrix.status_counts(df), fix_lines=matrix.fix_summary_lines(df),
+        header=header, findings=found, pictures=_pictures(folder, found), counts=matrix.status_counts(df), fix_lines=matrix.fix_summary_lines(df),
         agreement=matrix.agreement(df), isolation_lines=matrix.isolation_lines(df),
         heat=heatmap(df), cells=cells, colors=COLORS, statuses=[s.value for s in ORDER],
         backends=sorted(df["backend"].unique()), features=feature_filters(cells),
         source_models=source_models(c["source"] for c in cells))
     out = run_dir / "report.html"
     out.write_text(html)
+    return out
+
+
+def _pictures(folder: RunFolder, found: list) -> dict:
+    """finding id -> its picture as a data: URI (the page stays one self-contained file)."""
+    out = {}
+    for f in found:
+        path = folder.path / f.picture if f.picture else None
+        if path is not None and path.is_file():
+            out[f.id] = "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode()
     return out
 
 

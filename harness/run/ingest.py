@@ -108,8 +108,11 @@ def cell_result(header: dict, local: CellResult, case, lane: str,
     prepared = prepared_for(header, case, Lane.of(local.backend, local.fixes))
     refs = prepared.refs
     verdict = compare(out, refs.ref, float_ref=refs.float_ref, eager_ref=refs.eager_ref,
-                      out_scale=prepared.out_scale, steps=backend.quant_tolerance_steps)
+                      out_scale=prepared.out_scale, steps=backend.quant_tolerance_steps,
+                      groups=case.groups)
     row.update(**{c: verdict.metrics.get(c) for c in METRIC_COLUMNS})
+    row.error_pattern = verdict.metrics.get("error_pattern") or ""
+    row.evidence = verdict.evidence
     row.update(status=(Status.PASS if verdict.ok else Status.MISMATCH).value,
                message=verdict.message, run_time_s=result.get("run_s"))
     return row
@@ -140,6 +143,10 @@ def ingest(run_dir: Path, results: Path, device_name: str) -> tuple[list[CellRes
             raise IngestError(f"{results / 'cells.json'}: cell {cell} ({ref['case_id']}) is not in {run_dir}")
         rows.append(cell_result(header, local[k], cases[ref["case_id"]],
                                 f"{ref['backend']}@{device_name}", results / cell))
+        if rows[-1].evidence is not None:  # a MISMATCH's |out - ref|, for its picture
+            r = rows[-1]
+            folder.write_evidence(r.case_id, r.backend, r.fixes, r.evidence)
+            r.evidence = None
     devices = _json(results / "devices.json") if (results / "devices.json").exists() else {}
     device = {"name": device_name, "devices": devices.get("devices", []),
               "described": [describe(d) for d in devices.get("devices", [])],

@@ -99,4 +99,6 @@ def merge(dirs: list[Path], out: Path) -> int:
         j.append(r.to_row())
     matrix.write(matrix.frame([r.to_row() for r in ordered]), out)
     RunFolder(out).write_header(merged)
+    for d in dirs:  # the MISMATCH cells' evidence (their pictures)
+        RunFolder(out).copy_evidence_from(RunFolder(d))
     return len(ordered)

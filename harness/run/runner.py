@@ -307,6 +307,9 @@ def _execute(folder: RunFolder, config: RunConfig, cases: list[ConvCase], progre
 
     def record(row: CellResult) -> None:
         row.source = sources.get(row.case_id, row.source)  # a note beside the case, not in it
+        if row.evidence is not None:  # a MISMATCH's |out - ref|, for its finding's picture
+            folder.write_evidence(row.case_id, row.backend, row.fixes, row.evidence)
+            row.evidence = None
         journal.append(row.to_row())
         rows[row.key] = row
         bar.set_postfix_str(f"{row.status} {row.backend}", refresh=False)

@@ -117,7 +117,8 @@ def shrink(finding: Finding, budget_s: float, call, cache_dir: str | None) -> Sh
         task = runner.CellTask(case, lane, None, cache_dir=cache_dir)
         result, death = call(runner.execute_work, task)
         status, message = ("CRASH", death) if result is None else (result.status, result.message)
-        seen[case.case_id] = finding_id(backend, status, message) == finding.id
+        pattern = "" if result is None else result.error_pattern
+        seen[case.case_id] = finding_id(backend, status, message, pattern) == finding.id
         return seen[case.case_id]
 
     base = ConvCase.from_dict(example["case"])

@@ -76,10 +76,13 @@ def execute(case: ConvCase, prepared: Prepared) -> CellResult:
         return _timed(row, prepared, t0)
     row.phase = "compare"
     verdict = compare(outputs[0], refs.ref, float_ref=refs.float_ref, eager_ref=refs.eager_ref,
-                      out_scale=prepared.out_scale, steps=backend.quant_tolerance_steps)
+                      out_scale=prepared.out_scale, steps=backend.quant_tolerance_steps,
+                      groups=case.groups)
     row.update(**{c: verdict.metrics.get(c) for c in METRIC_COLUMNS})
+    row.error_pattern = verdict.metrics.get("error_pattern") or ""
     if not verdict.ok:
         row.update(status=Status.MISMATCH.value, message=verdict.message)
+        row.evidence = verdict.evidence  # to the run folder (runner), for the finding's picture
     elif prepared.status == Status.NOT_DELEGATED.value:  # ran right, but the conv was outside
         row.update(status=Status.NOT_DELEGATED.value, message=prepared.message)
     else:

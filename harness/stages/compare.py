@@ -14,6 +14,11 @@ fp16 / bf16: the reference is the case's own weights and inputs (already in that
        carries their rounding. The eager output of the same dtype is measured in the same units
        (``eager_error_steps``, recorded, not judged): how far PyTorch's own kernel is.
 Shapes or dtypes that differ are a MISMATCH whatever the values.
+
+Every MISMATCH verdict also says *where* the output is wrong (``metrics["error_pattern"]``,
+stages/fingerprint.py: which batches, channels / groups and spatial bands hold the elements
+outside tolerance, by the same per-element rule as the verdict; int8 in output steps) and keeps
+``evidence`` (the drawn ``|out - ref|``, small) for the finding's picture.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ class Verdict:
     ok: bool
     message: str
     metrics: dict
+    evidence: dict | None = None  # a MISMATCH's fingerprint.evidence (numpy arrays), else None
 
 
 def sqnr_db(signal: torch.Tensor, noisy: torch.Tensor) -> float:
@@ -74,7 +80,36 @@ def epsilon_steps(out: torch.Tensor, ref: torch.Tensor) -> float:
 
 def compare(out: torch.Tensor, ref: torch.Tensor, *, float_ref: torch.Tensor | None = None,
             out_scale: float | None = None, steps: float = 1.0,
-            eager_ref: torch.Tensor | None = None) -> Verdict:
+            eager_ref: torch.Tensor | None = None, groups: int = 1) -> Verdict:
+    """The verdict; a MISMATCH's with its error pattern and evidence (``groups``: the conv's,
+    so that the pattern can speak of groups)."""
+    verdict = _verdict(out, ref, float_ref=float_ref, out_scale=out_scale, steps=steps,
+                       eager_ref=eager_ref)
+    if not verdict.ok:
+        verdict.metrics["error_pattern"], verdict.evidence = _where(out, ref, out_scale, steps,
+                                                                    groups)
+    return verdict
+
+
+def _where(out: torch.Tensor, ref: torch.Tensor, out_scale: float | None, steps: float,
+           groups: int) -> tuple[str, dict | None]:
+    """(the fingerprint's text, the evidence) of a wrong output. A fingerprint that cannot be
+    made says why in its text: the verdict stands without it."""
+    from harness.stages import fingerprint
+
+    try:
+        if tuple(out.shape) != tuple(ref.shape) or out.dim() < 3:
+            mask = torch.zeros(0, dtype=torch.bool)
+        else:
+            mask = fingerprint.tolerance_mask(out, ref, out_scale=out_scale, steps=steps)
+        text = fingerprint.error_pattern(out, ref, mask, groups).text
+        return text, fingerprint.evidence(out, ref)
+    except Exception as e:  # noqa: BLE001 - a bug in the fingerprint must not cost the verdict
+        return f"no fingerprint ({type(e).__name__}: {str(e)[:200]})", None
+
+
+def _verdict(out: torch.Tensor, ref: torch.Tensor, *, float_ref: torch.Tensor | None,
+             out_scale: float | None, steps: float, eager_ref: torch.Tensor | None) -> Verdict:
     metrics = {"out_shape": list(out.shape), "ref_shape": list(ref.shape)}
     if tuple(out.shape) != tuple(ref.shape) or out.dtype != ref.dtype:
         return Verdict(False, f"output {tuple(out.shape)} {out.dtype} vs reference "

@@ -53,7 +53,8 @@ q3: <= 3/4, q4: more).
                                                                   ingroup-first~q, ingroup-last~q)
     "channel 0 only", "channels >= 1", "last channel"   c:0, c:>=1, c:last
     "first 3 of 8 channels", "last 3 of 8 channels"     c:first~q2, c:last~q2
-    "channels 2..4 of 8", "channels ≡ 3 (mod 4)"        c:interior~q2, c:mod4:3
+    "channels 2..4 of 8", "channel 2 only"              c:interior~q2, c:interior~q1
+    "channels ≡ 3 (mod 4)"                              c:mod4:3
     "5 of 64 channels, scattered"                       c:scattered~q1
   batches
     "all batches" (also for N = 1)                b:all
@@ -224,6 +225,8 @@ def _channel_part(idx: list[int], size: int, groups: int) -> tuple[str, str]:
         return "last channel", "c:last"
     if cls[0] in ("first", "last"):
         return f"{cls[0]} {cls[1]} of {size} channels", f"c:{cls[0]}~{q}"
+    if cls[0] == "range" and cls[1] == cls[2]:
+        return f"channel {cls[1]} only", f"c:interior~{q}"
     if cls[0] == "range":
         return f"channels {cls[1]}..{cls[2]} of {size}", f"c:interior~{q}"
     if cls[0] == "mod":
@@ -432,28 +435,10 @@ def _mosaic(diff: torch.Tensor) -> tuple[torch.Tensor, list, list]:
     return image, labels, lines
 
 
-def render(out: torch.Tensor, ref: torch.Tensor, path, title: str) -> Path:
-    """A PNG of |out - ref| at ``path`` (see the module doc for the layout). -> the path."""
-    import matplotlib
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig = Figure(dpi=100)
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot()
-    if tuple(out.shape) != tuple(ref.shape) or out.dim() < 3:
-        fig.set_size_inches(6, 2.5)
-        ax.axis("off")
-        ax.text(0.5, 0.5, f"shape differs: got {tuple(out.shape)}, expected {tuple(ref.shape)}"
-                if tuple(out.shape) != tuple(ref.shape) else
-                f"not N x C x spatial: {tuple(out.shape)}", ha="center", va="center", wrap=True)
-        ax.set_title(title, fontsize=9, wrap=True)
-        fig.savefig(path)
-        return path
+def _drawn_diff(out: torch.Tensor, ref: torch.Tensor) -> tuple[torch.Tensor, list, bool]:
+    """|out - ref| of what is drawn (MAX_BATCHES_DRAWN x MAX_CHANNELS_DRAWN, spatial max-pooled
+    to the drawn size), NaN/Inf at the top of the scale. -> (diff, notes, pooled)."""
     n, c = out.shape[:2]
-    nd = out.dim() - 2
     notes = []
     if c > MAX_CHANNELS_DRAWN:
         notes.append(f"first {MAX_CHANNELS_DRAWN} of {c} channels")
@@ -466,11 +451,85 @@ def render(out: torch.Tensor, ref: torch.Tensor, path, title: str) -> Path:
         top = float(d[finite].max()) if bool(finite.any()) else 1.0
         d = torch.where(finite, d, torch.full_like(d, top))
         notes.append("NaN/Inf drawn as the max")
+    d, pooled = _pool(d, (MAX_LENGTH,) if d.dim() == 3 else MAX_TILE[-(d.dim() - 2):])
+    return d, notes, pooled
+
+
+SAMPLE_ELEMENTS = 4096  # out/ref values kept beside the picture's data (for a bug report)
+
+
+def evidence(out: torch.Tensor, ref: torch.Tensor) -> dict:
+    """What a MISMATCH cell keeps for its picture (and a bug report), small whatever the output:
+    the drawn |out - ref| (``diff``, float32, already cut and pooled to what ``render`` draws),
+    the notes saying what was cut, both shapes, and out/ref themselves when the output has at
+    most SAMPLE_ELEMENTS elements. Numpy arrays and strings only (an .npz, see runfolder.py)."""
+    import numpy as np
+
+    ev = {"out_shape": np.array(tuple(out.shape), dtype=np.int64),
+          "ref_shape": np.array(tuple(ref.shape), dtype=np.int64)}
+    if tuple(out.shape) == tuple(ref.shape) and out.dim() >= 3:
+        d, notes, pooled = _drawn_diff(out, ref)
+        ev["diff"] = d.float().numpy()
+        ev["notes"] = np.array("; ".join(notes + (["max-pooled"] if pooled else [])))
+        if out.numel() <= SAMPLE_ELEMENTS:
+            ev["out"], ev["ref"] = out.float().numpy(), ref.float().numpy()
+    return ev
+
+
+def render_evidence(ev: dict, path, title: str) -> Path:
+    """The picture ``render`` draws, from what ``evidence`` kept (a run folder's .npz)."""
+    out_shape, ref_shape = tuple(int(x) for x in ev["out_shape"]), tuple(int(x) for x in ev["ref_shape"])
+    if "diff" not in ev:
+        return _render_message(path, title, f"shape differs: got {out_shape}, expected {ref_shape}"
+                               if out_shape != ref_shape else f"not N x C x spatial: {out_shape}")
+    notes = [n for n in str(ev.get("notes", "")).split("; ") if n]
+    return _render_diff(torch.from_numpy(ev["diff"]).double(), path, title, notes)
+
+
+def _render_message(path, title: str, text: str) -> Path:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig = Figure(dpi=100)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    fig.set_size_inches(6, 2.5)
+    ax.axis("off")
+    ax.text(0.5, 0.5, text, ha="center", va="center", wrap=True)
+    ax.set_title(title, fontsize=9, wrap=True)
+    fig.savefig(path)
+    return path
+
+
+def render(out: torch.Tensor, ref: torch.Tensor, path, title: str) -> Path:
+    """A PNG of |out - ref| at ``path`` (see the module doc for the layout). -> the path."""
+    if tuple(out.shape) != tuple(ref.shape) or out.dim() < 3:
+        return _render_message(path, title, f"shape differs: got {tuple(out.shape)}, expected "
+                               f"{tuple(ref.shape)}" if tuple(out.shape) != tuple(ref.shape)
+                               else f"not N x C x spatial: {tuple(out.shape)}")
+    d, notes, pooled = _drawn_diff(out, ref)
+    return _render_diff(d, path, title, notes + (["max-pooled"] if pooled else []))
+
+
+def _render_diff(d: torch.Tensor, path, title: str, notes: list) -> Path:
+    """Draw a drawn diff (B x C x spatial, already cut and pooled by ``_drawn_diff``)."""
+    import matplotlib
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig = Figure(dpi=100)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    nd = d.dim() - 2
+    notes = list(notes)
     b, cc = d.shape[:2]
     cmap = matplotlib.colormaps["magma"].with_extremes(bad="white")
     vmax = float(d.max()) if d.numel() and float(d.max()) > 0 else 1.0
     if nd == 1:
-        d, pooled = _pool(d, (MAX_LENGTH,))
         length = d.shape[-1]
         gap = max(1, length // 40)
         image = torch.full((cc, b * length + (b - 1) * gap), float("nan"), dtype=torch.float64)
@@ -486,11 +545,8 @@ def render(out: torch.Tensor, ref: torch.Tensor, path, title: str) -> Path:
         aspect, ratio = "auto", 2.0
     else:
         if nd == 3:
-            d, pooled = _pool(d, MAX_TILE)
             depth, h, w = d.shape[2:]
             d = d.reshape(b, cc, depth * h, w)  # depth slices stacked into rows
-        else:
-            d, pooled = _pool(d, MAX_TILE[1:])
         image, labels, lines = _mosaic(d)
         if nd == 3 and depth > 1:  # dotted lines between the stacked depth slices
             for r in range(math.ceil(cc / min(cc, TILES_PER_ROW))):
@@ -511,8 +567,6 @@ def render(out: torch.Tensor, ref: torch.Tensor, path, title: str) -> Path:
         ax.set_yticks([])
         aspect = "equal"
         ratio = image.shape[1] / max(image.shape[0], 1)
-    if pooled:
-        notes.append("max-pooled")
     im = ax.imshow(image.numpy(), cmap=cmap, vmin=0.0, vmax=vmax, interpolation="nearest",
                    aspect=aspect)
     ax.set_xlim(-0.5, image.shape[1] - 0.5)
