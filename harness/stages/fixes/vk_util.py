@@ -1,0 +1,141 @@
+"""Shared pieces of the Vulkan graph fixes (``vk_*.py``); registers no fix of its own.
+
+Every Vulkan graph fix reads an edge-dialect ``aten.convolution`` the way the Vulkan runtime
+will see it (``Convolution.cpp get_conv2d_method``: depthwise is ``weight.shape[0] == groups``
+and ``weight.shape[1] == 1``, i.e. a channel multiplier of 1), and some replace a constant
+weight by a new one; those are ``ExportedProgramPassBase`` passes, since a new constant is a
+new lifted input of the program (graph signature + state dict), not just a graph node.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from harness.stages.fixes.base import is_call
+
+# aten.convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
+INPUT, WEIGHT, BIAS, STRIDE, PADDING, DILATION, TRANSPOSED, OUTPUT_PADDING, GROUPS = range(9)
+KEPT_META = ("stack_trace", "nn_module_stack", "source_fn_stack", "from_node")
+
+
+def edge_ops():
+    from executorch.exir.dialects._ops import ops as exir_ops
+
+    return exir_ops.edge
+
+
+def per_dim(value, rank: int) -> list[int]:
+    """A conv int-list argument per spatial dim (a length-1 list broadcast, as PyTorch does)."""
+    values = [int(v) for v in (value if isinstance(value, (list, tuple)) else [value])]
+    return values * rank if len(values) == 1 else values
+
+
+def val(arg):
+    return arg.meta["val"] if isinstance(arg, torch.fx.Node) else arg
+
+
+def fake_val(target, args, kwargs=None):
+    """``target`` run on the fake values of its arguments (the node's new ``meta["val"]``)."""
+    vals = [[val(a) for a in x] if isinstance(x, (list, tuple)) else val(x) for x in args]
+    flat = [v for x in vals for v in (x if isinstance(x, list) else [x])]
+    fake = next(v for v in flat if isinstance(v, torch.Tensor))
+    with fake.fake_mode:
+        return target(*vals, **(kwargs or {}))
+
+
+def new_node(graph, target, args, like, kwargs=None):
+    """A call node inserted at the graph's current insertion point, with a real ``meta["val"]``
+    and the provenance of ``like`` (the conv it is part of)."""
+    node = graph.call_function(target, tuple(args), dict(kwargs or {}))
+    node.meta.update({k: like.meta[k] for k in KEPT_META if k in like.meta})
+    node.meta["val"] = fake_val(target, args, kwargs)
+    return node
+
+
+def conv2d(node) -> dict | None:
+    """The arguments of a non-transposed 2d ``aten.convolution`` per spatial dim; else None."""
+    if not is_call(node, "aten.convolution") or len(node.args) <= GROUPS or node.args[TRANSPOSED]:
+        return None
+    x, w = node.args[INPUT], node.args[WEIGHT]
+    if not isinstance(x, torch.fx.Node) or not isinstance(w, torch.fx.Node):
+        return None
+    if val(x).dim() != 4 or val(w).dim() != 4:
+        return None
+    return {"x": x, "w": w, "bias": node.args[BIAS],
+            "stride": per_dim(node.args[STRIDE], 2), "padding": per_dim(node.args[PADDING], 2),
+            "dilation": per_dim(node.args[DILATION], 2), "groups": int(node.args[GROUPS]),
+            "batch": int(val(x).shape[0]), "kernel": list(val(w).shape[2:]),
+            "cin": int(val(x).shape[1]), "cout": int(val(w).shape[0])}
+
+
+def is_float_conv(node) -> bool:
+    """A float conv: neither its input nor its weight comes from a dequantize (a pt2e int8 conv
+    is ``dq(x) -> conv(dq(w))``, which Vulkan fuses into ``et_vk.q8ta_conv2d``)."""
+    return not any(is_call(node.args[i], "dequantize") for i in (INPUT, WEIGHT)) and \
+        val(node.args[INPUT]).dtype in (torch.float32, torch.float16, torch.bfloat16)
+
+
+def vulkan_depthwise(p: dict) -> bool:
+    """``Convolution.cpp get_conv2d_method``: weight (groups, 1, kh, kw)."""
+    w = p["w"].meta["val"]
+    return int(w.shape[0]) == p["groups"] and int(w.shape[1]) == 1
+
+
+def constant_tensor(ep, node) -> torch.Tensor | None:
+    """The tensor of a parameter / buffer / lifted constant placeholder; else None."""
+    from executorch.backends.transforms.utils import get_param_tensor, is_param_node
+
+    if not isinstance(node, torch.fx.Node) or node.op != "placeholder" or not is_param_node(ep, node):
+        return None
+    return get_param_tensor(ep, node)
+
+
+def add_constant(ep, name: str, data: torch.Tensor) -> torch.fx.Node:
+    """A new constant of the program, placed before its first placeholder: a persistent buffer,
+    as pt2e's own frozen weights and qparams are (Vulkan's q8ta pattern rewrites those in the
+    state dict, ``utils.update_program_state_dict``, and finds only buffers and parameters)."""
+    from executorch.backends.transforms.utils import create_constant_placeholder
+    from torch.export.graph_signature import InputKind
+
+    graph = ep.graph_module.graph
+    first = next(n for n in graph.nodes if n.op == "placeholder")
+    with graph.inserting_before(first):
+        return create_constant_placeholder(ep, graph, name, InputKind.BUFFER,
+                                           data.detach().clone().contiguous(),
+                                           persistent_buffer=True)
+
+
+def drop_if_unused(ep, node) -> None:
+    """Remove a constant placeholder nothing reads any more (and its tensor)."""
+    from executorch.backends.transforms.utils import delete_constant_placeholder
+
+    if isinstance(node, torch.fx.Node) and node.op == "placeholder" and not node.users:
+        delete_constant_placeholder(ep, node)
+
+
+def unique_name(ep, base: str) -> str:
+    taken = {n.name for n in ep.graph_module.graph.nodes}
+    taken |= set(ep.state_dict) | set(ep.constants)
+    i = 0
+    while f"{base}_{i}" in taken:
+        i += 1
+    return f"{base}_{i}"
+
+
+def check_same_shape(conv, new_val) -> None:
+    if tuple(new_val.shape) != tuple(conv.meta["val"].shape):
+        raise AssertionError(f"{conv.name}: rewritten shape {tuple(new_val.shape)} != "
+                             f"{tuple(conv.meta['val'].shape)}")
+
+
+def finish(ep, modified: bool):
+    from executorch.exir.pass_base import ExportedProgramPassResult
+
+    from executorch.exir._program_utils import _get_updated_graph_signature
+
+    if modified:
+        ep.graph_module.graph.lint()
+        ep.graph_module.recompile()
+        # a rewritten output node (the conv replaced by another node) renames the user output
+        ep._graph_signature = _get_updated_graph_signature(ep.graph_signature, ep.graph_module)
+    return ExportedProgramPassResult(ep, modified)
