@@ -1,4 +1,5 @@
-"""Commands over finished run folders: report, repro, expect, corpus, shrink, merge, diff."""
+"""Commands over finished run folders: report, repro, bug-report, expect, corpus, shrink, merge,
+diff."""
 
 from __future__ import annotations
 
@@ -20,6 +21,15 @@ def add_parsers(sub) -> None:
     rp.add_argument("--fixes", default="")
     rp.add_argument("--dir", type=Path, required=True, help="the run folder holding the case")
     rp.set_defaults(func=cmd_repro)
+
+    br = sub.add_parser("bug-report", help="one finding as GitHub markdown for an upstream issue "
+                        "(environment, self-contained script, expected vs actual, picture, fix)")
+    br.add_argument("dir", type=Path, metavar="RUN_DIR")
+    br.add_argument("finding_id", metavar="FINDING_ID")
+    br.add_argument("--out", type=Path, metavar="FILE.md", help="write it here (default: stdout)")
+    br.add_argument("--releases", type=Path, nargs="+", metavar="RUN",
+                    help="bisect runs, one run folder per release (oldest first): which have it")
+    br.set_defaults(func=cmd_bug_report)
 
     ex = sub.add_parser("expect", help="a run's findings as an expectations file (--baseline)")
     ex.add_argument("dir", type=Path)
@@ -76,6 +86,28 @@ def cmd_merge(args) -> int:
 def cmd_report(args) -> int:
     read_matrix(args.dir)
     write_report(args.dir)
+    return EXIT_OK
+
+
+def cmd_bug_report(args) -> int:
+    from harness.results.bug_report import render
+
+    read_matrix(args.dir)  # not a run folder: one line
+    for d in args.releases or []:
+        read_matrix(d)
+    check_known_issues()
+    if args.out is not None and args.out.is_dir():
+        raise UsageError(f"bug-report: --out {args.out} is a folder; name a .md file")
+    try:
+        text = render(args.dir, args.finding_id, args.out, args.releases)
+    except ValueError as e:  # BugReportError, RunFolderError: one line
+        raise UsageError(str(e)) from None
+    if args.out is None:
+        print(text, end="")
+    else:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text)
+        print(f"bug report for {args.finding_id} -> {args.out}")
     return EXIT_OK
 
 
