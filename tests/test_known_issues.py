@@ -234,3 +234,96 @@ def test_match_with_a_given_list_of_issues(tmp_path):
     assert [k.id for k in match(*cell, issues=issues)] == ["vulkan-dw-sned-missing-shader"]
     assert match(*REPRESENTATIVE["vulkan-make-ivec2-length-1"], issues=issues) == []
     assert known_issues.match(*cell, issues=()) == []
+
+
+# --- findings say which known issue tracks them, or "new" ------------------------------------
+
+def _cells():
+    from harness.record import CellResult
+
+    out = []
+    for issue_id in ("vulkan-make-ivec2-length-1", "vulkan-dw-generic-shader-right-edge",
+                     "vulkan-grouped-conv-channels-per-group-not-x4"):
+        lane, c, status, message = REPRESENTATIVE[issue_id]
+        out.append(CellResult(case=c, backend=lane, status=status, message=message,
+                              error_pattern="right edge 3 cols · all channels · all batches"
+                              if "right-edge" in issue_id else
+                              "channels of group >= 1 · everything spatial · all batches"
+                              if status == "MISMATCH" else ""))
+    # a failure nobody tracks
+    out.append(CellResult(case=case(dim=1, input_shape=(1, 4, 8)), backend="xnnpack",
+                          status="RUNTIME_ERROR", message="Failed to execute: error 0x22"))
+    return out
+
+
+def test_findings_say_known_with_the_upstream_state_or_new(tmp_path):
+    from harness.results import findings
+    from harness.results import matrix
+
+    cells = _cells()
+    found = {f.example["case_id"]: f for f in findings.find(cells)}
+    ivec2, edge, grouped, other = (found[c.case_id] for c in cells)
+    assert ivec2.known == "known: #22774 (open), #22778 (open)"
+    assert [k["id"] for k in ivec2.known_issues] == ["vulkan-make-ivec2-length-1"]
+    assert ivec2.known_issues[0]["cells"] == "1/1"
+    assert ivec2.known_issues[0]["upstream"][0]["url"].endswith("/issues/22774")
+    assert edge.known == grouped.known == "known, not reported upstream"
+    assert edge.known_issues[0]["id"] == "vulkan-dw-generic-shader-right-edge"
+    assert grouped.known_issues[0]["id"] == "vulkan-grouped-conv-channels-per-group-not-x4"
+    assert other.known == "new" and other.known_issues == []
+    # in findings.json and findings.md
+    matrix.write(matrix.frame([c.to_row() for c in cells]), tmp_path)
+    findings.write(tmp_path, cells, list(found.values()))
+    data = {f["id"]: f for f in json.loads((tmp_path / "findings.json").read_text())["findings"]}
+    assert data[ivec2.id]["known"] == ivec2.known and data[other.id]["known"] == "new"
+    md = (tmp_path / "findings.md").read_text()
+    assert f"| {ivec2.id} | vulkan | RUNTIME_ERROR | 1 | known: #22774 (open), #22778 (open) |" in md
+    assert f"| {other.id} | xnnpack | RUNTIME_ERROR | 1 | new |" in md
+    # another list of known issues (``known=``): what it does not list is new
+    only = load(write(tmp_path, [e for e in entries() if e["id"] == "vulkan-make-ivec2-length-1"]))
+    again = {f.example["case_id"]: f.known for f in findings.find(cells, known=only)}
+    assert again[cells[0].case_id].startswith("known: #22774") and again[cells[1].case_id] == "new"
+
+
+def test_a_finding_whose_cells_show_two_known_issues_lists_both(tmp_path):
+    """Two bugs with the same symptom in one finding (e.g. a width-1 output where the depthwise
+    edge bug makes everything wrong, beside the grouped transposed bug): both are named, the
+    representative's first."""
+    from harness.record import CellResult
+    from harness.results import findings
+
+    lanes = [REPRESENTATIVE[i] for i in ("vulkan-grouped-transposed-conv",
+                                         "vulkan-dw-generic-shader-right-edge")]
+    cells = [CellResult(case=c, backend=lane, status=s, message=m, error_pattern="everything")
+             for lane, c, s, m in lanes]
+    (f,) = findings.find(cells)
+    assert [k["id"] for k in f.known_issues] == ["vulkan-grouped-transposed-conv",
+                                                 "vulkan-dw-generic-shader-right-edge"]
+    assert [k["cells"] for k in f.known_issues] == ["1/2", "1/2"]
+
+
+def test_a_malformed_known_issues_file_is_one_line_exit_2_and_nothing_written(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from harness.results import matrix
+
+    from harness.runfolder import RunFolder
+
+    run = tmp_path / "run"
+    run.mkdir()
+    matrix.write(matrix.frame([c.to_row() for c in _cells()]), run)
+    RunFolder(run).write_cases([c.case for c in _cells()])
+    bad = write(tmp_path, broken(0, lambda e: e.pop("note")), "bad.json")
+    env = {**os.environ, known_issues.ENV: str(bad)}
+    proc = subprocess.run([sys.executable, "-m", "harness", "report", str(run)], env=env,
+                          capture_output=True, text=True, timeout=300)
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert lines[0].startswith(f"convconf: error: {bad}: entry #0: field 'note'")
+    assert not (run / "findings.json").exists() and not (run / "report.html").exists()
+    ok = subprocess.run([sys.executable, "-m", "harness", "report", str(run)],
+                        capture_output=True, text=True, timeout=300)
+    assert ok.returncode == 0, ok.stderr
+    assert "known: #22774 (open), #22778 (open)" in (run / "report.html").read_text()
