@@ -22,10 +22,19 @@ same window origin ``o * s - p``, which the explicit left/top pad preserves), pl
 shape is ``(H + 2p + (K - k) d - (K - 1) d - 1) / s + 1 = (H + 2p - (k - 1) d - 1) / s + 1``,
 checked on the fake tensors.
 
-Not rewritten: kernels with a side > 5 (no 3x3/5x5 shader can hold them; e.g. a 7x7 stride-2
-depthwise conv stays RUNTIME_ERROR with this fix), int8 convs (``q8ta_conv2d_dw``, another
-shader), batch > 1 (not delegated), stride == dilation (``conv2d_dw`` exists) and 3x3/5x5
-kernels.
+Kernels with a side > 5 (no 3x3/5x5 shader can hold them, e.g. a 7x7 stride-2 depthwise conv)
+take the second form: fold the dilation into a dense kernel of side ``(k - 1) * d + 1`` (zero
+taps between the real ones), convolve at stride 1 and dilation 1 (stride == dilation: the
+existing ``conv2d_dw`` / ``output_tile`` shaders) on the explicitly padded input with padding 0,
+and keep every ``s``-th output row and column (``slice_copy(y, 2, 0, Ho1, sh)``, then dim 3;
+only in a dim whose stride is > 1),
+which Vulkan delegates. Exact for the same reason: a stride-``s`` output ``o`` is the stride-1
+output ``o * s`` (same window origin ``o * s - p``), and the dense kernel's taps are the dilated
+taps at the same offsets plus zero taps; ``ceil(Ho1 / s)`` kept rows is the strided output size.
+It costs ``sh * sw`` times the work; the first form is used whenever the kernel fits 5x5.
+
+Not rewritten: int8 convs (``q8ta_conv2d_dw``, another shader), batch > 1 (not delegated),
+stride == dilation (``conv2d_dw`` exists) and 3x3/5x5 kernels.
 """
 
 from __future__ import annotations
@@ -35,23 +44,43 @@ from executorch.exir.pass_base import ExportedProgramPassBase
 
 from harness.stages.fixes import register
 from harness.stages.fixes.base import Fix
-from harness.stages.fixes.vk_util import (INPUT, PADDING, WEIGHT, add_constant, check_same_shape,
+from harness.stages.fixes.vk_util import (DILATION, INPUT, PADDING, STRIDE, WEIGHT, add_constant,
                                           constant_tensor, conv2d, drop_if_unused, edge_ops, fake_val,
                                           finish, is_float_conv, new_node, unique_name,
                                           vulkan_depthwise)
 
 
-def plan(conv) -> tuple[dict, int] | None:
-    """(the conv's arguments, the widened kernel side K) when it is the bug's pattern and the
-    kernel fits 5x5; else None."""
+def plan(conv) -> tuple[dict, int | None] | None:
+    """(the conv's arguments, the widened kernel side K, or None for the dense stride-1 form
+    of a kernel with a side > 5) when it is the bug's pattern; else None."""
     p = conv2d(conv)
     if p is None or not is_float_conv(conv) or not vulkan_depthwise(p) or p["batch"] != 1:
         return None
     if p["stride"] == p["dilation"] or p["kernel"] in ([3, 3], [5, 5]):
         return None
     if max(p["kernel"]) > 5:
-        return None
+        return p, None
     return p, (3 if max(p["kernel"]) <= 3 else 5)
+
+
+def _widened(weight, p, side):
+    (kh, kw), (ph, pw), (dh, dw) = p["kernel"], p["padding"], p["dilation"]
+    wide = torch.zeros(*weight.shape[:2], side, side, dtype=weight.dtype)
+    wide[:, :, :kh, :kw] = weight
+    return wide, [pw, pw + (side - kw) * dw, ph, ph + (side - kh) * dh], list(p["stride"]), \
+        list(p["dilation"])
+
+
+def _dense(weight, p):
+    (kh, kw), (ph, pw), (dh, dw) = p["kernel"], p["padding"], p["dilation"]
+    dense = torch.zeros(*weight.shape[:2], (kh - 1) * dh + 1, (kw - 1) * dw + 1, dtype=weight.dtype)
+    dense[:, :, ::dh, ::dw] = weight
+    return dense, [pw, pw, ph, ph], [1, 1], [1, 1]
+
+
+def check_same_shape_as(node, shape) -> None:
+    if tuple(node.meta["val"].shape) != tuple(shape):
+        raise AssertionError(f"{node.name}: rewritten shape {tuple(node.meta['val'].shape)} != {shape}")
 
 
 class DepthwiseSnedWidenPass(ExportedProgramPassBase):
@@ -65,19 +94,27 @@ class DepthwiseSnedWidenPass(ExportedProgramPassBase):
             weight = constant_tensor(ep, p["w"])
             if weight is None:
                 continue
-            (kh, kw), (ph, pw), (dh, dw) = p["kernel"], p["padding"], p["dilation"]
-            wide = torch.zeros(*weight.shape[:2], side, side, dtype=weight.dtype)
-            wide[:, :, :kh, :kw] = weight
-            w_node = add_constant(ep, unique_name(ep, f"vk_widen_{conv.name}_w"), wide)
-            pads = [pw, pw + (side - kw) * dw, ph, ph + (side - kh) * dh]
+            old_shape = tuple(conv.meta["val"].shape)
+            new_w, pads, stride, dilation = _widened(weight, p, side) if side else _dense(weight, p)
+            w_node = add_constant(ep, unique_name(ep, f"vk_widen_{conv.name}_w"), new_w)
             with graph.inserting_before(conv):
                 pad = new_node(graph, edge.aten.constant_pad_nd.default, (p["x"], pads, 0.0), conv)
             args = list(conv.args)
             args[INPUT], args[WEIGHT], args[PADDING] = pad, w_node, [0, 0]
+            args[STRIDE], args[DILATION] = stride, dilation
             conv.args = tuple(args)
-            new_val = fake_val(conv.target, conv.args)
-            check_same_shape(conv, new_val)
-            conv.meta["val"] = new_val
+            conv.meta["val"] = fake_val(conv.target, conv.args)
+            out = conv
+            if side is None:  # stride 1 computed: keep every s-th row / column (s > 1)
+                old_users = list(conv.users)
+                for dim, step in ((2, p["stride"][0]), (3, p["stride"][1])):
+                    if step > 1:
+                        with graph.inserting_after(out):
+                            out = new_node(graph, edge.aten.slice_copy.Tensor,
+                                           (out, dim, 0, int(out.meta["val"].shape[dim]), step), conv)
+                for user in old_users:
+                    user.replace_input_with(conv, out)
+            check_same_shape_as(out, old_shape)
             drop_if_unused(ep, p["w"])
             modified = True
         return finish(ep, modified)
@@ -87,14 +124,14 @@ class DepthwiseSnedWidenPass(ExportedProgramPassBase):
 class VkDwSnedWiden(Fix):
     name = "vk-dw-sned-widen"
     backends = ("vulkan",)
-    summary = ("depthwise conv2d, stride != dilation, kernel not 3x3/5x5 but at most 5x5: widen "
-               "the kernel with zero taps to 3x3/5x5 and pad explicitly (the sned output_tile "
-               "shaders exist); kernels larger than 5 are left alone")
+    summary = ("depthwise conv2d, stride != dilation, kernel not 3x3/5x5: widen the kernel with "
+               "zero taps to 3x3/5x5 and pad explicitly (the sned output_tile shaders exist); a "
+               "kernel side > 5: dense kernel at stride 1, every s-th output kept")
     bug = ("Vulkan depthwise conv2d with stride != dilation and a kernel other than 3x3/5x5: "
            "Conv2dDW.cpp pick_conv2d_dw_shader asks for conv2d_dw_sned_<dtype>, which does not "
            "exist -> RUNTIME_ERROR get_shader_info")
     verified = ("cases/vulkan_graph_fixes.json (lavapipe, 1.5.1 wheel + main plug-in): "
-                "RUNTIME_ERROR -> PASS, delegated, kernels <= 5; tests/test_vulkan_graph_fixes.py")
+                "RUNTIME_ERROR -> PASS, delegated (both forms); tests/test_vulkan_graph_fixes.py")
 
     def transform_passes(self) -> list:
         return [DepthwiseSnedWidenPass()]
