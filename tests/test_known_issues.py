@@ -36,7 +36,8 @@ REPRESENTATIVE = {
     "vulkan-make-ivec2-length-1": (
         "vulkan", case(in_channels=3, out_channels=64, padding="valid",
                        input_shape=(1, 3, 224, 224)), "RUNTIME_ERROR", IVEC2),
-    "vulkan-dw-generic-shader-right-edge": ("vulkan", case(**DW7, padding=3), "MISMATCH", MISMATCH),
+    "vulkan-dw-generic-shader-right-edge": ("vulkan", case(**DW7, padding=3), "MISMATCH", MISMATCH,
+                                            "right edge 3 cols · all channels · all batches"),
     "vulkan-grouped-conv-channels-per-group-not-x4": (
         "vulkan", case(in_channels=8, out_channels=4, groups=2, padding=1, input_shape=(1, 8, 8, 8)),
         "MISMATCH", MISMATCH),
@@ -122,7 +123,8 @@ CONTROL = {
 
 
 def ids(cell) -> list[str]:
-    return [k.id for k in match(*cell)]
+    """(lane, case, status, message[, error pattern]) -> the ids of the entries it matches."""
+    return [k.id for k in match(*cell[:4], error_pattern=cell[4] if len(cell) > 4 else "")]
 
 
 def test_shipped_file_loads_and_every_entry_has_a_representative_and_a_control():
@@ -151,6 +153,18 @@ def test_status_and_backend_decide_too():
     assert "vulkan-make-ivec2-length-1" in ids((lane, c, status, "IndexError: vector::_M_range_check"))
     assert "vulkan-make-ivec2-length-1" in ids((lane, c, "CONTRACT_VIOLATION",
                                                  "[ivec2] aten.convolution.default: padding IntList"))
+
+
+def test_error_pattern_decides_for_an_entry_that_names_one():
+    lane, c, status, message, pattern = REPRESENTATIVE["vulkan-dw-generic-shader-right-edge"]
+    assert "vulkan-dw-generic-shader-right-edge" in ids((lane, c, status, message,
+                                                         "left edge 1 col & right edge 2 cols"))
+    assert "vulkan-dw-generic-shader-right-edge" in ids((lane, c, status, message, "everything"))
+    assert ids((lane, c, status, message, "channels of group >= 1 · everything spatial")) == []
+    assert ids((lane, c, status, message, "")) == []  # a matrix without the column: unknown
+    # an entry without the field matches whatever the pattern
+    grouped = REPRESENTATIVE["vulkan-grouped-conv-channels-per-group-not-x4"]
+    assert "vulkan-grouped-conv-channels-per-group-not-x4" in ids((*grouped, "everything"))
 
 
 def test_labels():
@@ -203,6 +217,8 @@ def broken(i, mutate):
     (0, lambda e: e["upstream"][1].update(state="merged", kind="issue"), "upstream"),
     (6, lambda e: e.update(evidence="https://github.com/x"), "evidence"),
     (7, lambda e: e.update(id="Has Spaces"), "id"),
+    (1, lambda e: e.update(error_pattern="right edge(("), "error_pattern"),
+    (2, lambda e: e.update(error_pattern=3), "error_pattern"),
 ])
 def test_malformed_entry_is_one_line_naming_file_entry_and_field(tmp_path, i, mutate, field):
     path = write(tmp_path, broken(i, mutate))
@@ -244,7 +260,7 @@ def _cells():
     out = []
     for issue_id in ("vulkan-make-ivec2-length-1", "vulkan-dw-generic-shader-right-edge",
                      "vulkan-grouped-conv-channels-per-group-not-x4"):
-        lane, c, status, message = REPRESENTATIVE[issue_id]
+        lane, c, status, message = REPRESENTATIVE[issue_id][:4]
         out.append(CellResult(case=c, backend=lane, status=status, message=message,
                               error_pattern="right edge 3 cols · all channels · all batches"
                               if "right-edge" in issue_id else
@@ -295,7 +311,7 @@ def test_a_finding_whose_cells_show_two_known_issues_lists_both(tmp_path):
     lanes = [REPRESENTATIVE[i] for i in ("vulkan-grouped-transposed-conv",
                                          "vulkan-dw-generic-shader-right-edge")]
     cells = [CellResult(case=c, backend=lane, status=s, message=m, error_pattern="everything")
-             for lane, c, s, m in lanes]
+             for lane, c, s, m, *_ in lanes]
     (f,) = findings.find(cells)
     assert [k["id"] for k in f.known_issues] == ["vulkan-grouped-transposed-conv",
                                                  "vulkan-dw-generic-shader-right-edge"]

@@ -210,13 +210,15 @@ def _known(f: Finding, example: CellResult, cells: list[CellResult], issues: tup
 
     hits: dict[str, list] = {}
     for r in cells:
-        for k in known_issues.match(r.backend, r.case, r.status, r.message, issues=issues):
+        for k in known_issues.match(r.backend, r.case, r.status, r.message, issues=issues,
+                                    error_pattern=r.error_pattern):
             hits.setdefault(k.id, [k, 0])[1] += 1
     if not hits:
         f.known, f.known_issues = "new", []
         return
     shown = {k.id for k in known_issues.match(example.backend, example.case, example.status,
-                                              example.message, issues=issues)}
+                                              example.message, issues=issues,
+                                              error_pattern=example.error_pattern)}
     ordered = sorted(hits.values(), key=lambda kv: (kv[0].id not in shown, -kv[1], kv[0].id))
     f.known_issues = [{"id": k.id, "title": k.title, "label": k.label, "cells": f"{n}/{len(cells)}",
                        "upstream": [u._asdict() for u in k.upstream], "fixed_in": k.fixed_in}

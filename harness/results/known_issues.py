@@ -1,7 +1,8 @@
 """Known upstream issues: which ExecuTorch issue/PR tracks a finding (cases/upstream/known_issues.json).
 
-An entry matches a cell when its backend family, status, message regex (``re.search``; null: any)
-and every ``when`` condition on ``features(case)`` hold: a value, a list (any of; for the set-valued
+An entry matches a cell when its backend family, status, message regex (``re.search``; null: any),
+the optional ``error_pattern`` regex (a MISMATCH's fingerprint, stages/fingerprint.py, e.g.
+``"right edge"``; absent or null: any) and every ``when`` condition on ``features(case)`` hold: a value, a list (any of; for the set-valued
 ``list1_args``: any shared name), ``{"not_in": [...]}``, or a comparison such as ``">1"`` (ints)."""
 
 from __future__ import annotations
@@ -98,6 +99,7 @@ class KnownIssue:
     fixed_in: Optional[str]
     evidence: tuple
     note: str
+    error_pattern: Optional[str] = None  # regex on a MISMATCH's fingerprint text; None: any
 
     @property
     def label(self) -> str:
@@ -107,9 +109,12 @@ class KnownIssue:
                          for u in self.upstream)
         return f"known: {refs}" + (f", fixed in {self.fixed_in}" if self.fixed_in else "")
 
-    def matches(self, family: str, feats: dict, status: str, message: str) -> bool:
+    def matches(self, family: str, feats: dict, status: str, message: str,
+                error_pattern: str = "") -> bool:
         return (family == self.backend and status in self.statuses
                 and (self.message is None or re.search(self.message, message or "") is not None)
+                and (self.error_pattern is None
+                     or re.search(self.error_pattern, error_pattern or "") is not None)
                 and all(_holds(op, arg, feats[name]) for name, op, arg in self.when))
 
 
@@ -138,17 +143,24 @@ def _condition(name: str, raw: Any, bad) -> tuple:
     return name, op, tuple(atoms)
 
 
+# Fields an entry may leave out, and what that means.
+_OPTIONAL = {"error_pattern": None}
+_CHECKS = {**_FIELDS, "error_pattern": _str_or_none}
+
+
 def _entry(raw: Any, bad) -> KnownIssue:
     if not isinstance(raw, dict):
         raise bad("*", "an entry must be a JSON object")
-    for k in [k for k in raw if k not in _FIELDS] + [k for k in _FIELDS if k not in raw]:
+    for k in [k for k in raw if k not in _CHECKS] + [k for k in _FIELDS if k not in raw]:
         raise bad(k, "unknown field" if k in raw else "missing")
-    for k in [k for k, ok in _FIELDS.items() if not ok(raw[k])][:1]:
-        raise bad(k, f"bad value {raw[k]!r} (the checks: _FIELDS in harness/known_issues.py)")
-    try:
-        re.compile(raw["message"] or "")
-    except re.error as e:
-        raise bad("message", f"not a valid regex ({e})") from None
+    raw = {**_OPTIONAL, **raw}
+    for k in [k for k, ok in _CHECKS.items() if not ok(raw[k])][:1]:
+        raise bad(k, f"bad value {raw[k]!r} (the checks: _FIELDS in harness/results/known_issues.py)")
+    for k in ("message", "error_pattern"):
+        try:
+            re.compile(raw[k] or "")
+        except re.error as e:
+            raise bad(k, f"not a valid regex ({e})") from None
     return KnownIssue(**{**raw, "statuses": tuple(raw["statuses"]), "evidence": tuple(raw["evidence"]),
                          "when": tuple(_condition(n, v, bad) for n, v in sorted(raw["when"].items())),
                          "upstream": tuple(Upstream(**u) for u in raw["upstream"] or ())})
@@ -174,10 +186,12 @@ def load(path: str | Path = KNOWN_ISSUES_FILE) -> tuple[KnownIssue, ...]:
 
 
 def match(backend: str, case: ConvCase, status: str, message: str,
-          issues: Optional[tuple] = None) -> list[KnownIssue]:
+          issues: Optional[tuple] = None, error_pattern: str = "") -> list[KnownIssue]:
     """The known issues (default: the shipped file's) a cell of a lane shows ("vulkan@h200",
-    "vulkan+vulkan-conv-padding": the backend family decides)."""
+    "vulkan+vulkan-conv-padding": the backend family decides); ``error_pattern``: the cell's
+    fingerprint (a MISMATCH's; "" when it has none)."""
     family = backend.split("@")[0].split("+")[0].strip().lower()
     feats = features(case)
+    pattern = error_pattern if isinstance(error_pattern, str) else ""
     return [k for k in (load(default_path()) if issues is None else issues)
-            if k.matches(family, feats, status, message)]
+            if k.matches(family, feats, status, message, pattern)]
