@@ -102,11 +102,13 @@ def bisect(session):
 
 @nox.session
 def etsuite(session):
-    """ExecuTorch's own conv operator tests (from the installed wheel) beside ours, per
-    configuration and flow: OUT/etsuite.{csv,json,md}; the configurations with our statuses as
-    OUT/etsuite_conv.json (copy to cases/ to update the corpus).
+    """ExecuTorch's own conv operator tests (from the installed wheel, our Vulkan plug-in loaded)
+    beside ours, per configuration and flow: OUT/etsuite.{csv,json,md} (agree / disagree with a
+    reason class; every unexplained disagreement listed); the configurations with our statuses as
+    OUT/etsuite_conv.json (copy to cases/ to update the corpus). ~1 h on 2 busy cores.
 
-    nox -s etsuite -- [OUT] [--files test_conv2d ...] [--flows vulkan ...]"""
+    nox -s etsuite -- [OUT] [--files test_conv2d ...] [--flows vulkan ...] [--tests NAME ...]
+    nox -s etsuite -- OUT --table-only     (the side-by-side again from a finished OUT)"""
     args = list(session.posargs)
     out = args.pop(0) if args and not args[0].startswith("-") else "runs/etsuite"
     session.run("python", "-m", "harness.run.etsuite", "--out", out,

@@ -42,7 +42,10 @@ R_NOT_QUANTIZED = "suite's int8 flow did not quantize"
 R_TOLERANCE = "within the suite's tolerance, outside ours"
 R_CONV_OUTSIDE = "suite passes a program whose conv stayed outside the delegate"
 R_NOT_EXECUTED = "ours did not execute (no runtime)"
+R_NO_CASE = "ours cannot spell the configuration"
 UNEXPLAINED = "unexplained"
+INT8_NOTE = ("the suite's program is float (its int8 flow did not quantize), ours int8: the "
+             "verdicts agree on two different programs")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,10 +115,12 @@ class Row:
     fixes: str
     agree: bool
     reason: str  # "" when they agree
+    note: str = ""  # e.g. an agreement on two different programs (the suite's int8 is float)
     suite_error: str = ""
     suite_error_max: float | None = None
     ours_message: str = ""
     ours_max_abs_error: float | None = None
+    ours_fixed_message: str = ""
 
     @property
     def explained(self) -> bool:
@@ -131,16 +136,37 @@ def _ours_fail(cell) -> bool:
                                                 "RUNTIME_ERROR", "CRASH", "MISMATCH"}
 
 
-def reason(config: SuiteConfig, verdict: SuiteVerdict, cell, int8_flow: bool) -> str:
-    """Why the suite's verdict and ours (stock) differ; UNEXPLAINED when no known reason does."""
+def within_suite_tolerance(cell) -> bool:
+    """Our MISMATCH is inside ``|d| <= atol + rtol * |ref|`` elementwise: every element within
+    atol, or every element within rtol of its reference (either bound implies the suite's)."""
+    if cell is None or cell.status != "MISMATCH":
+        return False
+    if cell.max_abs_error is not None and cell.max_abs_error <= SUITE_ATOL:
+        return True
+    return cell.max_rel_error is not None and cell.max_rel_error <= SUITE_RTOL
+
+
+def _lowered(verdict: SuiteVerdict) -> bool:
+    return bool(verdict.delegated_ops or verdict.undelegated_ops)
+
+
+def reason(config: SuiteConfig, verdict: SuiteVerdict, cell, int8_flow: bool,
+           stopped_by: SuiteVerdict | None = None) -> str:
+    """Why the suite's verdict and ours (stock) differ; UNEXPLAINED when no known reason does.
+    ``stopped_by``: for a NOT_RUN subtest, the earlier subtest of its test function that ended
+    the function."""
     dim = getattr(config.case, "dim", None)
     if verdict.result == "SKIPPED":
-        return R_3D if dim == 3 else R_SKIPPED
+        return R_3D if dim == 3 and _lowered(verdict) else R_SKIPPED
     if verdict.result == "NOT_RUN":
+        if stopped_by is not None and stopped_by.result == "SKIPPED" and dim == 3:
+            return R_3D  # the function's first 3D subtest was skipped, which ends the function
         return R_NOT_RUN
+    if config.case is None:
+        return R_NO_CASE
     suite_pass = verdict.result in SUITE_PASS
     status = getattr(cell, "status", None)
-    if int8_flow and verdict.flow.startswith("vulkan") and not verdict.quantized:
+    if int8_flow and _lowered(verdict) and not verdict.quantized:
         return R_NOT_QUANTIZED  # two different programs: the suite's is float
     if suite_pass:
         if verdict.result == "SUCCESS_UNDELEGATED":
@@ -149,8 +175,7 @@ def reason(config: SuiteConfig, verdict: SuiteVerdict, cell, int8_flow: bool) ->
             return R_CONV_OUTSIDE
         if status in ("NO_RUNTIME", "CONTRACT_VIOLATION") and not cell.run_time_s:
             return R_NOT_EXECUTED
-        if status == "MISMATCH" and cell.max_abs_error is not None and \
-                cell.max_abs_error <= SUITE_ATOL:
+        if within_suite_tolerance(cell):
             return R_TOLERANCE
     return UNEXPLAINED
 
@@ -170,6 +195,13 @@ def side_by_side(configs: list[SuiteConfig], verdicts: list[SuiteVerdict], cells
             verdict = by_verdict.get((config.key, flow))
             if verdict is None:
                 continue
+            stopped_by = None
+            if verdict.result == "NOT_RUN":
+                earlier = [by_verdict.get(((config.file, config.test, i), flow))
+                           for i in range(config.subtest)]
+                stopped_by = next((v for v in reversed(earlier)
+                                   if v is not None and v.result not in SUITE_PASS | {"NOT_RUN"}),
+                                  None)
             case = config.case_for(quant)
             case_id = case.case_id if case is not None else ""
             stock = by_cell.get((case_id, backend, "stock"))
@@ -177,44 +209,69 @@ def side_by_side(configs: list[SuiteConfig], verdicts: list[SuiteVerdict], cells
             suite_pass = verdict.result in SUITE_PASS
             agree = verdict.result not in SUITE_NO_VERDICT and (
                 (suite_pass and _ours_pass(stock)) or (not suite_pass and _ours_fail(stock)))
+            note = ""
+            if bool(quant) and _lowered(verdict) and not verdict.quantized:
+                note = INT8_NOTE
+            elif stopped_by is not None:
+                note = (f"stopped by subtest {stopped_by.subtest}: {stopped_by.result}")
             rows.append(Row(
                 file=config.file, test=config.test, subtest=config.subtest, flow=flow,
                 case_id=case_id, suite=verdict.result,
                 ours_stock=getattr(stock, "status", "") or "",
                 ours_fixed=getattr(fixed, "status", "") or "",
                 fixes=getattr(fixed, "fixes", "") or "", agree=agree,
-                reason="" if agree else reason(config, verdict, stock, bool(quant)),
+                reason="" if agree else reason(config, verdict, stock, bool(quant), stopped_by),
+                note=note,
                 suite_error=verdict.error[:300], suite_error_max=verdict.error_max,
                 ours_message=(getattr(stock, "message", "") or "")[:300],
-                ours_max_abs_error=getattr(stock, "max_abs_error", None)))
+                ours_max_abs_error=getattr(stock, "max_abs_error", None),
+                ours_fixed_message=(getattr(fixed, "message", "") or "")[:300]))
     return rows
 
 
-def counts(rows: list[Row]) -> dict:
+def _counts_of(rows: list[Row]) -> dict:
     return {"rows": len(rows), "agree": sum(r.agree for r in rows),
             "disagree": sum(not r.agree for r in rows),
             "by_reason": dict(Counter(r.reason for r in rows if not r.agree).most_common()),
-            "by_flow": {flow: {"agree": sum(r.agree for r in rows if r.flow == flow),
-                               "disagree": sum(not r.agree for r in rows if r.flow == flow)}
-                        for flow in dict.fromkeys(r.flow for r in rows)},
+            "agree_on_different_programs": sum(r.agree and r.note == INT8_NOTE for r in rows),
+            "fixed_differs": sum(bool(r.ours_fixed) and r.ours_fixed != r.ours_stock
+                                 for r in rows),
             "unexplained": sum(not r.explained for r in rows)}
+
+
+def counts(rows: list[Row]) -> dict:
+    return {**_counts_of(rows),
+            "by_flow": {flow: _counts_of([r for r in rows if r.flow == flow])
+                        for flow in dict.fromkeys(r.flow for r in rows)}}
 
 
 def summary_text(rows: list[Row], timing: dict | None = None) -> str:
     c = counts(rows)
     lines = [f"ExecuTorch's conv suite vs ours: {c['rows']} subtests, {c['agree']} agree, "
              f"{c['disagree']} disagree ({c['unexplained']} unexplained)"]
+    timing = dict(timing or {})
+    note = timing.pop("note", "")
+    if note:
+        lines.append(note)
     if timing:
         lines.append("wall: " + ", ".join(f"{k} {v} s" for k, v in timing.items()))
     for flow, n in c["by_flow"].items():
-        lines.append(f"  {flow}: agree {n['agree']}, disagree {n['disagree']}")
+        extra = (f"; {n['agree_on_different_programs']} of the agreements compare the suite's "
+                 f"float program with our int8 one" if n["agree_on_different_programs"] else "")
+        lines.append(f"  {flow}: {n['rows']} configurations, agree {n['agree']}, disagree "
+                     f"{n['disagree']} ({n['unexplained']} unexplained); ours fixed differs from "
+                     f"stock in {n['fixed_differs']}{extra}")
+        for why, k in n["by_reason"].items():
+            lines.append(f"    disagree, {why}: {k}")
+    lines.append("  all flows:")
     for why, n in c["by_reason"].items():
-        lines.append(f"  disagree, {why}: {n}")
+        lines.append(f"    disagree, {why}: {n}")
     for r in rows:
         if not r.explained:
-            lines.append(f"  FINDING {r.file}::{r.test}[{r.subtest}] {r.flow}: suite {r.suite}, "
-                         f"ours {r.ours_stock} ({r.case_id}) suite: {r.suite_error[:120]} / "
-                         f"ours: {r.ours_message[:120]}")
+            lines.append(f"  UNEXPLAINED {r.file}::{r.test}[{r.subtest}] {r.flow}: suite "
+                         f"{r.suite}, ours {r.ours_stock} / fixed {r.ours_fixed or '-'} "
+                         f"({r.case_id}); suite: {r.suite_error[:160] or '-'}; ours: "
+                         f"{r.ours_message[:160] or '-'}")
     return "\n".join(lines)
 
 
@@ -232,19 +289,27 @@ def write(out: Path, rows: list[Row], timing: dict | None = None) -> None:
     (out / "etsuite.md").write_text("```\n" + summary_text(rows, timing) + "\n```\n")
 
 
-def corpus_with_expectations(entries: list[dict], cells: list) -> list[dict]:
-    """The configurations' case file entries with ``expect``: every lane's status in ``cells``."""
+def corpus_with_expectations(entries: list[dict], cells: list, rows: list[Row] = ()) -> list[dict]:
+    """The configurations' case file entries with ``expect``: every lane's status in ``cells``;
+    with ``rows``, also ``suite``: what ExecuTorch's suite said per flow (verdicts of several
+    configurations of one case joined by ``|`` when they differ), for the reader, not checked."""
     from harness.lane import Lane
+    from harness.spec import ConvCase
 
     by_case: dict = {}
     for c in cells:
         by_case.setdefault(c.case_id, {})[Lane.of(c.backend, c.fixes).name] = c.status
+    suite: dict = {}
+    for r in rows:
+        said = suite.setdefault(r.case_id, {}).setdefault(r.flow, [])
+        if r.suite not in said:
+            said.append(r.suite)
     out = []
     for entry in entries:
-        from harness.spec import ConvCase
-
         case_id = ConvCase.from_dict(entry["case"]).case_id
         expect = dict(sorted(by_case.get(case_id, {}).items()))
         if expect:
-            out.append({**entry, "expect": expect})
+            extra = {"suite": {f: "|".join(v) for f, v in suite[case_id].items()}} \
+                if case_id in suite else {}
+            out.append({**entry, "expect": expect, **extra})
     return out

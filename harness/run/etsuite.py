@@ -41,6 +41,10 @@ FLOWS = {
 ENV_RECORDS = "CONVCONF_ETSUITE_RECORDS"
 ENV_FILE = "CONVCONF_ETSUITE_FILE"
 ENV_VULKAN = "CONVCONF_ETSUITE_VULKAN"
+# TEST_NAME:SUBTEST (e.g. test_conv1d_padding:0): that subtest's process aborts (SIGABRT) once it
+# has journaled its start, as a native crash in the runtime would: how tests/test_etsuite.py
+# checks that one crashed configuration does not take the run down
+ENV_ABORT = "CONVCONF_ETSUITE_ABORT"
 
 
 def suite_dir() -> Path:
@@ -79,9 +83,10 @@ def config_of(file: str, test: str, subtest: int, model, inputs) -> SuiteConfig:
     return SuiteConfig(file, test, subtest, case)
 
 
-def configurations(files=SUITE_FILES) -> list[SuiteConfig]:
-    """Every ``_test_op`` call of the suite's conv test functions, in file and test order. The
-    test bodies are called with a recorder instead of the suite's runner: nothing is lowered."""
+def configurations(files=SUITE_FILES, tests=None) -> list[SuiteConfig]:
+    """Every ``_test_op`` call of the suite's conv test functions (those named in ``tests``, when
+    given), in file and test order. The test bodies are called with a recorder instead of the
+    suite's runner: nothing is lowered."""
     import importlib
     import inspect
 
@@ -90,7 +95,8 @@ def configurations(files=SUITE_FILES) -> list[SuiteConfig]:
     out = []
     for file in files:
         module = importlib.import_module(f"executorch.backends.test.suite.operators.{file}")
-        for name in sorted(n for n in vars(module) if n.startswith("test")):
+        for name in sorted(n for n in vars(module) if n.startswith("test")
+                           and (not tests or n in tests)):
             fn = getattr(module, name)
             if not callable(fn) or inspect.isclass(fn):
                 continue
@@ -141,10 +147,18 @@ def _wrap_run_test(original):
                  *args, **kwargs):
         base = {"file": os.environ.get(ENV_FILE, ""), "test": test_base_name,
                 "subtest": subtest_index, "flow": flow.name, "node": test_name}
-        _journal({**base, "event": "start"})
+        _journal({**base, "event": "start", "t": time.time()})
+        if os.environ.get(ENV_ABORT) == f"{test_base_name}:{subtest_index}":
+            os.abort()
         t0 = time.perf_counter()
-        summary = original(model, inputs, flow, test_name, test_base_name, subtest_index, params,
-                           *args, **kwargs)
+        try:
+            summary = original(model, inputs, flow, test_name, test_base_name, subtest_index,
+                               params, *args, **kwargs)
+        except BaseException as e:  # the suite's own code raised (it catches its stages')
+            _journal({**base, "event": "done", "result": "UNKNOWN_FAIL",
+                      "detail": "run_test raised", "error": f"{type(e).__name__}: {e}"[:400],
+                      "seconds": round(time.perf_counter() - t0, 3)})
+            raise
         stats = list(summary.tensor_error_statistics or [])
         error = "" if summary.error is None else f"{type(summary.error).__name__}: {summary.error}"
         _journal({**base, "event": "done", "result": summary.result.name,
@@ -179,11 +193,12 @@ def pytest_collection_finish(session):
             module.run_test = _wrap_run_test(module.run_test)
 
 
-def read_journal(path: Path) -> tuple[list[SuiteVerdict], list[dict]]:
-    """-> the finished subtests, and the ones that started and never finished (crashed)."""
-    done, started = {}, {}
+def read_journal(path: Path) -> tuple[list[SuiteVerdict], list[dict], set[str]]:
+    """-> the finished subtests, the ones that started and never finished (crashed), and the
+    pytest node names (``test_conv2d_dtype[vulkan-float32]``) that finished a subtest."""
+    done, started, nodes = {}, {}, set()
     if not path.exists():
-        return [], []
+        return [], [], nodes
     for line in path.read_text().splitlines():
         try:
             rec = json.loads(line)
@@ -195,57 +210,111 @@ def read_journal(path: Path) -> tuple[list[SuiteVerdict], list[dict]]:
         else:
             done[key] = SuiteVerdict.from_dict(rec)
             started.pop(key, None)
-    return list(done.values()), list(started.values())
+            if rec.get("node"):
+                nodes.add(rec["node"])
+    return list(done.values()), list(started.values()), nodes
+
+
+def _ended(rc) -> str:
+    import signal
+
+    if rc == "timeout":
+        return rc
+    if isinstance(rc, int) and rc < 0:
+        try:
+            return f"signal {signal.Signals(-rc).name}"
+        except ValueError:
+            return f"signal {-rc}"
+    return f"exit {rc}"
 
 
 def run_suite_file(file: str, flow: str, out: Path, *, vulkan_library: str | None,
-                   timeout_s: float = 1800, log=print) -> list[SuiteVerdict]:
-    """The suite's ``file`` under ``flow``, in subprocesses: again without the finished and
-    crashed test functions after a process died, until one ends by itself."""
+                   timeout_s: float = 1800, subtest_timeout_s: float = 600, tests=None,
+                   resume: bool = False, log=print) -> list[SuiteVerdict]:
+    """The suite's ``file`` under ``flow``, in subprocesses: after a process died (abort,
+    segfault, or a subtest running past ``subtest_timeout_s``, which is killed), again without
+    the test functions already finished or crashed, until one ends by itself. The subtest that
+    was running when its process died is PROCESS_CRASH (the suite's "Process Crash"), journaled
+    like the others. ``resume``: a file and flow that completed before is read back; one cut
+    short (the driver was killed) continues after its finished test functions."""
+    import signal
+
+    out = Path(out).resolve()  # the subprocesses run in it
     journal = out / f"{file}.{flow}.jsonl"
-    journal.unlink(missing_ok=True)
+    complete = out / f"{file}.{flow}.complete"
+    logfile = out / f"{file}.{flow}.log"
+    if resume and complete.is_file():
+        return read_journal(journal)[0]
+    complete.unlink(missing_ok=True)
+    if resume and journal.is_file():
+        # keep the test functions that finished; one cut short by the kill runs again whole
+        records = [json.loads(line) for line in journal.read_text().splitlines()
+                   if line.strip().endswith("}")]
+        _, cut, _ = read_journal(journal)
+        again = {r["node"] for r in cut}
+        journal.write_text("".join(json.dumps(r) + "\n" for r in records
+                                   if r["event"] == "done" and r.get("node") not in again))
+    else:
+        journal.unlink(missing_ok=True)
+        logfile.unlink(missing_ok=True)
     path = suite_dir() / "operators" / f"{file}.py"
+    node_prefix = f"operators/{file}.py"  # node ids are relative to --rootdir (the suite)
     root = Path(__file__).resolve().parents[2]
     env = {**os.environ, ENV_RECORDS: str(journal), ENV_FILE: file,
            "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
     if vulkan_library:
         env[ENV_VULKAN] = vulkan_library
+    else:
+        env.pop(ENV_VULKAN, None)
     ini = out / "pytest.ini"  # not the project's: no addopts, no strict markers
     ini.write_text("[pytest]\n")
-    crashed: list[SuiteVerdict] = []
-    gone: set[str] = set()  # node names never to run again (finished, or crashed)
+    gone: set[str] = read_journal(journal)[2]  # nodes never to run again (finished, crashed)
     for attempt in range(50):
         cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                "-p", "harness.run.etsuite", "-c", str(ini), "--rootdir", str(suite_dir()),
-               "-m", f"flow_{flow}", str(path)]
-        cmd += [a for node in sorted(gone) for a in ("--deselect", f"{path}::{node}")]
+               "-m", f"flow_{flow}"]
+        cmd += [f"{path}::{t}" for t in sorted(tests)] if tests else [str(path)]
+        cmd += [a for node in sorted(gone) for a in ("--deselect", f"{node_prefix}::{node}")]
         t0 = time.perf_counter()
-        try:
-            proc = subprocess.run(cmd, env=env, cwd=out, capture_output=True, text=True,
-                                  timeout=timeout_s)
-            rc, tail = proc.returncode, (proc.stdout + proc.stderr)[-2000:]
-        except subprocess.TimeoutExpired as e:
-            rc, tail = "timeout", str(e.stdout or "")[-2000:]
-        done, unfinished = read_journal(journal)
-        (out / f"{file}.{flow}.log").open("a").write(f"--- attempt {attempt} rc={rc}\n{tail}\n")
-        log(f"etsuite: {file} [{flow}] attempt {attempt}: rc {rc}, {len(done)} subtests done, "
-            f"{len(unfinished)} unfinished, {time.perf_counter() - t0:.0f} s")
+        with open(logfile, "a") as lf:
+            lf.write(f"--- attempt {attempt}: {' '.join(cmd)}\n")
+            lf.flush()
+            proc = subprocess.Popen(cmd, env=env, cwd=out, stdout=lf, stderr=subprocess.STDOUT,
+                                    start_new_session=True)
+            killed = ""
+            while proc.poll() is None:
+                time.sleep(1)
+                _, running, _ = read_journal(journal)
+                now = time.time()
+                stuck = [r for r in running if now - r.get("t", now) > subtest_timeout_s]
+                if stuck or time.perf_counter() - t0 > timeout_s:
+                    killed = (f"killed after {subtest_timeout_s:.0f} s in this subtest" if stuck
+                              else f"killed: the process ran past {timeout_s:.0f} s")
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+            rc = proc.returncode
+        done, unfinished, nodes = read_journal(journal)
+        log(f"etsuite: {file} [{flow}] attempt {attempt}: {_ended(rc)}, {len(done)} subtests "
+            f"done, {len(unfinished)} unfinished, {time.perf_counter() - t0:.0f} s")
+        if not unfinished and (rc in (2, 3, 4) or (rc == 5 and not gone)):
+            # interrupted, internal or usage error, nothing collected: not a suite verdict
+            raise RuntimeError(f"the suite's pytest ended {rc} for {file} [{flow}] before "
+                               f"running it: see {logfile}")
         if not unfinished:
             break
         for rec in unfinished:  # the subtest that was running when the process died
-            crashed.append(SuiteVerdict(rec["file"], rec["test"], rec["subtest"], rec["flow"],
-                                        "PROCESS_CRASH", detail="Process Crash",
-                                        error=f"process ended ({rc}) in this subtest"))
-            gone.add(rec["node"])
-        gone |= {_node(v) for v in done}
-        journal.write_text("".join(json.dumps({**v.to_dict(), "event": "done",
-                                               "node": _node(v)}) + "\n" for v in done))
-    done, _ = read_journal(journal)
-    return done + crashed
+            _journal_to(journal, {**rec, "event": "done", "result": "PROCESS_CRASH",
+                                  "detail": "Process Crash",
+                                  "error": killed or f"process ended ({_ended(rc)}) in this "
+                                  f"subtest; its output: {logfile.name}"})
+        gone |= nodes | {rec["node"] for rec in unfinished}
+    complete.write_text("")
+    return read_journal(journal)[0]
 
 
-def _node(v: SuiteVerdict) -> str:
-    return f"{v.test}[{v.flow}]"
+def _journal_to(path: Path, record: dict) -> None:
+    with open(path, "a") as f:
+        f.write(json.dumps(record) + "\n")
 
 
 def fill_not_run(verdicts: list[SuiteVerdict], configs: list[SuiteConfig],
@@ -265,73 +334,163 @@ def fill_not_run(verdicts: list[SuiteVerdict], configs: list[SuiteConfig],
 
 # --- the whole comparison ---------------------------------------------------------------------
 
+def _case_ids(entries: list[dict]) -> list[str]:
+    from harness.spec import ConvCase
+
+    return [ConvCase.from_dict(e["case"]).case_id for e in entries]
+
+
 def main(argv=None) -> int:
     import argparse
 
     parser = argparse.ArgumentParser(prog="python -m harness.run.etsuite")
     parser.add_argument("--out", default="runs/etsuite")
-    parser.add_argument("--files", nargs="*", default=list(SUITE_FILES))
-    parser.add_argument("--flows", nargs="*", default=list(FLOWS))
+    parser.add_argument("--files", nargs="+", default=list(SUITE_FILES))
+    parser.add_argument("--flows", nargs="+", default=list(FLOWS))
     parser.add_argument("--cases-out", default=None,
                         help="write the configurations as a case file with our expectations")
     parser.add_argument("--vulkan-runtime", default="auto")
-    parser.add_argument("--timeout", type=float, default=1800, help="per suite subprocess")
-    parser.add_argument("-j", "--jobs", type=int, default=None)
+    parser.add_argument("--timeout", type=float, default=3600, help="per suite subprocess")
+    parser.add_argument("--subtest-timeout", type=float, default=600,
+                        help="a suite subtest running longer is killed (PROCESS_CRASH)")
+    parser.add_argument("--tests", nargs="+", default=None, metavar="TEST_FUNCTION",
+                        help="only these test functions of the files (e.g. test_conv1d_basic)")
+    parser.add_argument("-j", "--jobs", type=int, default=None, help="our run's workers")
+    parser.add_argument("--suite-jobs", type=int, default=1,
+                        help="suite files/flows run at once (each its own process)")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue a run of OUT that was killed (same files and flows)")
+    parser.add_argument("--table-only", action="store_true",
+                        help="only the side-by-side again, from a finished OUT")
     args = parser.parse_args(argv)
     unknown = sorted(set(args.flows) - set(FLOWS)) + sorted(set(args.files) - set(SUITE_FILES))
     if unknown:
-        print(f"convconf: error: unknown flow or file: {', '.join(unknown)}", file=sys.stderr)
+        print(f"convconf: error: unknown flow or file: {', '.join(unknown)} (flows: "
+              f"{', '.join(FLOWS)}; files: {', '.join(SUITE_FILES)})", file=sys.stderr)
         return 2
     out = Path(args.out)
+    if args.table_only and not (out / "suite.json").is_file() and \
+            not list((out / "suite").glob("*.jsonl")):
+        print(f"convconf: error: {out}: no suite.json and no suite journals (not an etsuite "
+              f"folder)", file=sys.stderr)
+        return 2
+    if not args.table_only and not args.resume and out.exists() and any(out.iterdir()):
+        print(f"convconf: error: {out} exists and is not empty (--resume to continue it, "
+              f"--table-only to redo the table)", file=sys.stderr)
+        return 2
+    if args.resume and not (out / "cases.json").is_file():
+        print(f"convconf: error: {out}: nothing to resume (no cases.json)", file=sys.stderr)
+        return 2
+    library = None
+    if args.vulkan_runtime != "none":
+        from harness.runtimes import RuntimeBuildError, load
+
+        try:
+            library = load.resolve(args.vulkan_runtime)
+        except RuntimeBuildError as e:
+            print(f"convconf: error: {e}", file=sys.stderr)
+            return 2
+    configs = configurations(args.files, args.tests)
+    if args.tests and not configs:
+        print(f"convconf: error: no test function {', '.join(args.tests)} in "
+              f"{', '.join(args.files)}", file=sys.stderr)
+        return 2
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-
-    from harness.runtimes import load
-
-    library = load.resolve(args.vulkan_runtime)
-    configs = configurations(args.files)
     entries = corpus_entries(configs, args.flows)
     cases_path = out / "cases.json"
-    cases_path.write_text(json.dumps(entries, indent=1))
-
-    # ours: the harness on the same configurations, both lanes of each flow's backend
-    backends = sorted({FLOWS[f][0] for f in args.flows})
     ours_dir = out / "ours"
-    cmd = [sys.executable, "-m", "harness", "run", "--out", str(ours_dir), "--cases",
-           str(cases_path), "--max-examples", "0", "--backends", ",".join(backends),
-           "--fixes", "all", "--overwrite", "--no-progress",
-           "--vulkan-runtime", library or "none"]
-    if args.jobs:
-        cmd += ["-j", str(args.jobs)]
-    t_ours = time.perf_counter()
-    subprocess.run(cmd, check=True)
-    ours_s = time.perf_counter() - t_ours
+    partial = ""
+    if args.table_only:
+        timing = json.loads((out / "etsuite.json").read_text()).get("timing", {}) \
+            if (out / "etsuite.json").is_file() else {}
+        if (out / "suite.json").is_file():
+            verdicts = [SuiteVerdict.from_dict(v)
+                        for v in json.loads((out / "suite.json").read_text())]
+        else:  # a run still going (or killed): the subtests its journals finished so far
+            verdicts = [v for j in sorted((out / "suite").glob("*.jsonl"))
+                        for v in read_journal(j)[0]]
+            partial = (f"PARTIAL (the run has not finished): {len(verdicts)} of "
+                       f"{len(configs) * len(args.flows)} suite subtests so far")
+    else:
+        if args.resume and _case_ids(json.loads(cases_path.read_text())) != _case_ids(entries):
+            print(f"convconf: error: {out} was run with other files, flows or tests",
+                  file=sys.stderr)
+            return 2
+        if not args.resume:
+            cases_path.write_text(json.dumps(entries, indent=1))
+        print(f"etsuite: {len(configs)} configurations in {', '.join(args.files)}; "
+              f"{len(entries)} distinct cases under {', '.join(args.flows)}; vulkan runtime: "
+              f"{library or 'none'}", flush=True)
+        # ours: the harness on the same configurations, both lanes of each flow's backend, in a
+        # process of its own beside the suite's
+        backends = sorted({FLOWS[f][0] for f in args.flows})
+        cmd = [sys.executable, "-m", "harness", "run", "--out", str(ours_dir), "--cases",
+               str(cases_path), "--max-examples", "0", "--backends", ",".join(backends),
+               "--fixes", "all", "--overwrite", "--no-progress", "--no-report",
+               "--vulkan-runtime", library or "none"]
+        if args.jobs:
+            cmd += ["-j", str(args.jobs)]
+        if args.resume and (ours_dir / "matrix.json").is_file():
+            cmd = [sys.executable, "-c", "pass"]  # ours had finished
+        elif args.resume and (ours_dir / "journal.jsonl").is_file():
+            cmd = [sys.executable, "-m", "harness", "run", "--resume", str(ours_dir),
+                   "--no-progress", "--no-report"]
+        t_ours = time.perf_counter()
+        with open(out / "ours.log", "a" if args.resume else "w") as ours_log:
+            ours = subprocess.Popen(cmd, stdout=ours_log, stderr=subprocess.STDOUT)
+            # the suite's, per file and flow
+            t_suite = time.perf_counter()
+            suite_out = out / "suite"
+            suite_out.mkdir(exist_ok=True)
+            # 3D last: the suite skips every 3D conv after lowering it
+            jobs = sorted(((file, flow) for file in args.files for flow in args.flows),
+                          key=lambda j: j[0].endswith("3d"))
 
-    # the suite's, per file and flow
-    t_suite = time.perf_counter()
-    verdicts = []
-    suite_out = out / "suite"
-    suite_out.mkdir(exist_ok=True)
-    for file in args.files:
-        for flow in args.flows:
-            verdicts += run_suite_file(file, flow, suite_out, vulkan_library=library,
-                                       timeout_s=args.timeout)
-    verdicts = fill_not_run(verdicts, [c for c in configs if c.file in args.files], args.flows)
-    suite_s = time.perf_counter() - t_suite
-    (out / "suite.json").write_text(json.dumps([v.to_dict() for v in verdicts], indent=1))
+            def one(job):
+                return run_suite_file(*job, suite_out, vulkan_library=library,
+                                      timeout_s=args.timeout,
+                                      subtest_timeout_s=args.subtest_timeout,
+                                      tests=args.tests, resume=args.resume,
+                                      log=lambda line: print(line, flush=True))
+
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(max(1, args.suite_jobs)) as pool:
+                verdicts = [v for found in pool.map(one, jobs) for v in found]
+            suite_s = time.perf_counter() - t_suite
+            verdicts = fill_not_run(verdicts, configs, args.flows)
+            (out / "suite.json").write_text(json.dumps([v.to_dict() for v in verdicts],
+                                                       indent=1))
+            rc = ours.wait()
+            ours_s = time.perf_counter() - t_ours
+        if rc != 0:
+            print(f"convconf: error: our run ended {rc}: see {out / 'ours.log'}", file=sys.stderr)
+            return 1
+        timing = {"total_s": round(time.perf_counter() - t0, 1), "suite_s": round(suite_s, 1),
+                  "ours_s": round(ours_s, 1)}
 
     from harness.results import etsuite as table
     from harness.runfolder import RunFolder
 
-    cells = RunFolder(ours_dir).cells()
+    if (ours_dir / "matrix.json").is_file():
+        cells = RunFolder(ours_dir).cells()
+    else:  # our run has not finished: the cells its journal holds so far
+        from harness.record import CellResult
+        from harness.run import journal
+
+        cells = [CellResult.from_row(r) for r in journal.read(ours_dir / "journal.jsonl").rows]
+        partial = partial or "PARTIAL (the run has not finished)"
+        partial += f"; ours: {len(cells)} cells so far"
     rows = table.side_by_side(configs, verdicts, cells, {f: FLOWS[f] for f in args.flows})
-    timing = {"total_s": round(time.perf_counter() - t0, 1), "suite_s": round(suite_s, 1),
-              "ours_s": round(ours_s, 1)}
+    if partial:  # only the configurations both sides have finished
+        rows = [r for r in rows if r.ours_stock]
+        timing = {**timing, "note": partial}
     table.write(out, rows, timing)
     print(table.summary_text(rows, timing))
     if args.cases_out:
-        Path(args.cases_out).write_text(json.dumps(table.corpus_with_expectations(entries, cells),
-                                                   indent=1) + "\n")
+        corpus = table.corpus_with_expectations(entries, cells, rows)
+        Path(args.cases_out).write_text(json.dumps(corpus, indent=1) + "\n")
     return 0
 
 
