@@ -71,8 +71,10 @@ def _title(f: findings_mod.Finding, cell: CellResult, case: ConvCase) -> str:
     tag = BACKEND_TAGS.get(f.backend, f"[{f.backend}]")
     if f.status == Status.MISMATCH.value:
         what = f"wrong values ({cell.error_pattern})" if cell.error_pattern else WHAT[f.status]
-    else:
-        what = f"{WHAT.get(f.status, f.status)}: {f.signature[:120]}"
+    else:  # the cell's own words (the signature has its numbers taken out)
+        said = (cell.message or f.signature).strip().splitlines()[0]
+        said = said.removeprefix("Exception raised from ")
+        what = f"{WHAT.get(f.status, f.status)}: {said[:160]}"
     return f"{tag} {module_call(case)}: {what}"
 
 

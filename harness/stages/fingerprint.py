@@ -68,11 +68,16 @@ q3: <= 3/4, q4: more).
     "shape differs: got (..), expected (..)"      shape
 
 ``signature`` is ``b:..|c:..|sp:..`` (+ ``|d:..`` + ``|nan``). Edge widths are kept (they tell a
-right-padding bug of 3 columns from one of 1), other counts are bucketed. Note that
-``findings.signature`` replaces every digit of a message by N: if the text goes into a message,
-"right edge 3 cols" and "right edge 1 col" become one finding; key on ``signature`` to keep them
-apart.
+right-padding bug of 3 columns from one of 1), other counts are bucketed.
 
+Wired in: ``compare.compare`` puts a MISMATCH's ``text`` into the cell's ``error_pattern``
+column and ``evidence`` (below) into the run folder. A finding keys on the text with every digit
+replaced by N (``findings.signature``), so "right edge 3 cols" and "right edge 4 cols" (the same
+depthwise bug at kernels 7 and 9) are one finding, and bucket words (≤1/4, ≤1/2) do not split
+one either; the exact text stays in the column and the finding.
+
+``evidence(out, ref)`` keeps what ``render`` draws (numpy, small whatever the output) for a run
+folder's evidence/ file; ``render_evidence(ev, path, title)`` draws the same picture from it.
 ``render(out, ref, path, title)`` draws ``|out - ref|`` (PNG, Agg, no display): 1d as one row
 per output channel; 2d as a grid of per-channel heatmaps (4 tiles per row, channel numbers on the
 tiles) so a right-edge stripe shows in every tile and a wrong group as a block of tiles; 3d the
