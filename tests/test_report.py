@@ -234,3 +234,87 @@ def test_a_cell_executed_on_one_side_only_is_neither_fixed_nor_regressed():
     got = dict(zip(diff(old, new)["case_id"], diff(old, new)["change"], strict=True))
     assert got == {"c0": "unexecuted", "c1": "unexecuted", "c2": "fixed", "c3": "unexecuted",
                    "c4": "changed"}
+
+
+# --- MISMATCH findings with their pictures (a real Vulkan run: two wrong-value bugs) ------------
+
+DW_EDGE = ConvCase(dim=2, in_channels=4, out_channels=4, groups=4, kernel_size=7, padding=3,
+                   input_shape=(1, 4, 8, 8))
+GROUPED = ConvCase(dim=2, in_channels=8, out_channels=4, groups=2, kernel_size=3, padding=1,
+                   input_shape=(1, 8, 8, 8))
+
+
+@pytest.fixture(scope="module")
+def mismatch_run(tmp_path_factory, vulkan_runtime):
+    out = tmp_path_factory.mktemp("mismatch") / "run"
+    config = runner.RunConfig(backends=["vulkan"], fixes=[], profile="ci", max_examples=0, seed=0,
+                              jobs=2, cache_dir=None, vulkan_runtime=vulkan_runtime.library)
+    runner.start(out, config, [DW_EDGE, GROUPED])
+    runner.execute(out, config, [DW_EDGE, GROUPED], progress=False)
+    made = harness("report", out)
+    assert made.returncode == 0, made.stderr
+    return out
+
+
+def test_mismatch_findings_have_their_pattern_and_picture_wherever_the_folder_is(mismatch_run,
+                                                                                 tmp_path):
+    found = json.loads((mismatch_run / "findings.json").read_text())["findings"]
+    where = {f["example"]["case_id"]: f for f in found}
+    assert set(where) == {DW_EDGE.case_id, GROUPED.case_id}  # two bugs, two findings
+    assert where[DW_EDGE.case_id]["error_pattern"] == "right edge 3 cols · all channels · all batches"
+    assert where[GROUPED.case_id]["error_pattern"] == \
+        "channels of group >= 1 · everything spatial · all batches"
+    df = matrix.read(mismatch_run)
+    assert set(df["error_pattern"]) == {f["error_pattern"] for f in found}
+    md = (mismatch_run / "findings.md").read_text()
+    for f in found:
+        assert f["picture"] == f"pictures/{f['id']}.png"
+        assert (mismatch_run / f["picture"]).stat().st_size > 1000
+        assert f"![{f['id']}]({f['picture']})" in md
+    html = (mismatch_run / "report.html").read_text()
+    assert html.count('<img class="error-picture"') == 2 and "data:image/png;base64," in html
+    assert "http://" not in html and "https://" not in html  # still self-contained
+    # a copy of the folder (a CI artifact) draws the same pictures from its own evidence/
+    copy = tmp_path / "copy"
+    shutil.copytree(mismatch_run, copy)
+    shutil.rmtree(copy / "pictures")
+    (copy / "report.html").unlink()
+    shutil.move(str(mismatch_run), str(tmp_path / "moved"))  # the original is gone
+    try:
+        assert harness("report", copy).returncode == 0
+        assert (copy / "report.html").read_text().count('<img class="error-picture"') == 2
+        assert sorted(p.name for p in (copy / "pictures").iterdir()) == sorted(
+            f"{f['id']}.png" for f in found)
+    finally:
+        shutil.move(str(tmp_path / "moved"), str(mismatch_run))
+
+
+@pytest.mark.browser
+def test_findings_section_shows_the_pictures_in_chromium(mismatch_run, tmp_path, chromium):
+    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install -e '.[test]'")
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync", "--no-first-run"])
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto((mismatch_run / "report.html").as_uri())
+        rows = page.locator("#findings tr.finding")
+        assert rows.count() == 2
+        assert all("known, not reported upstream" in t for t in rows.all_inner_texts())
+        pictures = page.locator("#findings img.error-picture")
+        assert pictures.count() == 2
+        for i in range(2):
+            img = pictures.nth(i)
+            assert img.is_visible()
+            # decoded by the browser: a real PNG of a real size, not a broken image
+            assert img.evaluate("e => e.complete && e.naturalWidth") > 300
+        wheres = page.locator("#findings tr.finding-where").all_inner_texts()
+        assert any("right edge 3 cols" in t for t in wheres)
+        assert any("channels of group >= 1" in t for t in wheres)
+        # a finding's row still lists its cells
+        rows.first.click()
+        assert page.locator("#cells tr.cellrow:visible").count() == 1
+        shot = tmp_path / "findings.png"
+        page.locator("#findings").screenshot(path=str(shot))  # kept out of git (tmp)
+        assert shot.stat().st_size > 20_000  # the pictures are in it, not an empty table
+        browser.close()
