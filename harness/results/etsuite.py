@@ -289,8 +289,25 @@ def write(out: Path, rows: list[Row], timing: dict | None = None) -> None:
     (out / "etsuite.md").write_text("```\n" + summary_text(rows, timing) + "\n```\n")
 
 
-def corpus_with_expectations(entries: list[dict], cells: list, rows: list[Row] = ()) -> list[dict]:
-    """The configurations' case file entries with ``expect``: every lane's status in ``cells``;
+def minimal_case_dict(case) -> dict:
+    """A ConvCase as a corpus file spells it: every field off its default, and the ones that say
+    what the conv is (dim, channels, kernel, input shape) always. Spelling is kept: padding
+    ``[0]`` is not ``0``."""
+    always = {"dim", "in_channels", "out_channels", "kernel_size", "input_shape"}
+    defaults = {f.name: f.default for f in dataclasses.fields(case)
+                if f.default is not dataclasses.MISSING}
+    out = {}
+    for name, value in case.to_dict().items():
+        if name in always or name not in defaults or \
+                json.loads(json.dumps(defaults[name])) != value:
+            out[name] = value
+    return out
+
+
+def corpus_with_expectations(entries: list[dict], cells: list, rows: list[Row] = (),
+                             stock_only: bool = True) -> list[dict]:
+    """The configurations' case file entries with ``expect``: each lane's status in ``cells``
+    (the stock lanes only by default: a fixed lane's name lists every fix, and that list grows);
     with ``rows``, also ``suite``: what ExecuTorch's suite said per flow (verdicts of several
     configurations of one case joined by ``|`` when they differ), for the reader, not checked."""
     from harness.lane import Lane
@@ -298,7 +315,9 @@ def corpus_with_expectations(entries: list[dict], cells: list, rows: list[Row] =
 
     by_case: dict = {}
     for c in cells:
-        by_case.setdefault(c.case_id, {})[Lane.of(c.backend, c.fixes).name] = c.status
+        lane = Lane.of(c.backend, c.fixes)
+        if not stock_only or not lane.fixes:
+            by_case.setdefault(c.case_id, {})[lane.name] = c.status
     suite: dict = {}
     for r in rows:
         said = suite.setdefault(r.case_id, {}).setdefault(r.flow, [])
@@ -306,10 +325,10 @@ def corpus_with_expectations(entries: list[dict], cells: list, rows: list[Row] =
             said.append(r.suite)
     out = []
     for entry in entries:
-        case_id = ConvCase.from_dict(entry["case"]).case_id
-        expect = dict(sorted(by_case.get(case_id, {}).items()))
+        case = ConvCase.from_dict(entry["case"])
+        expect = dict(sorted(by_case.get(case.case_id, {}).items()))
         if expect:
-            extra = {"suite": {f: "|".join(v) for f, v in suite[case_id].items()}} \
-                if case_id in suite else {}
-            out.append({**entry, "expect": expect, **extra})
+            extra = {"suite": {f: "|".join(v) for f, v in suite[case.case_id].items()}} \
+                if case.case_id in suite else {}
+            out.append({**entry, "case": minimal_case_dict(case), "expect": expect, **extra})
     return out

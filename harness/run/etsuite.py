@@ -410,6 +410,9 @@ def main(argv=None) -> int:
         else:  # a run still going (or killed): the subtests its journals finished so far
             verdicts = [v for j in sorted((out / "suite").glob("*.jsonl"))
                         for v in read_journal(j)[0]]
+            for marker in (out / "suite").glob("*.complete"):  # files and flows that finished
+                file, flow = marker.name.split(".")[:2]
+                verdicts = fill_not_run(verdicts, [c for c in configs if c.file == file], [flow])
             partial = (f"PARTIAL (the run has not finished): {len(verdicts)} of "
                        f"{len(configs) * len(args.flows)} suite subtests so far")
     else:
