@@ -1,0 +1,327 @@
+"""The Vulkan graph fixes (harness/stages/fixes/vk_*.py): what the harness guarantees about them.
+
+Each fix is a no-op on a graph without its pattern (same graph, same code, same constants);
+each rewrite computes what the original computes in eager: bit-identical in float (integer-valued
+weights and inputs make every product and partial sum exact, so equality tests the rewrite's
+arithmetic whatever summation order eager's kernel picks; random floats are held to 1e-6
+relative), within the int8 policy (one output step) for the int8 rewrites; and (slow) the
+rewritten conv stays inside the Vulkan delegate. Whether the delegate then computes the right
+numbers is the corpus's business (cases/vulkan_graph_fixes.json), not this file's.
+"""
+
+import copy
+
+import pytest
+import torch
+
+from harness.lane import Lane
+from harness.spec import ConvCase
+from harness.stages import fixes
+from harness.stages.fixes.vk_dw_edge_pad import DepthwiseExplicitPadPass
+from harness.stages.fixes.vk_dw_sned_widen import DepthwiseSnedWidenPass
+from harness.stages.fixes.vk_grouped_split import GroupedConvSplitPass
+from harness.stages.fixes.vk_q8_batch_split import Int8BatchSplitPass
+from harness.stages.fixes.vk_q8_per_tensor_weight import PerTensorWeightAsPerChannelPass
+
+PASSES = {
+    "vk-dw-edge-pad": DepthwiseExplicitPadPass,
+    "vk-grouped-split": GroupedConvSplitPass,
+    "vk-dw-sned-widen": DepthwiseSnedWidenPass,
+    "vk-q8-per-tensor-weight": PerTensorWeightAsPerChannelPass,
+    "vk-q8-batch-split": Int8BatchSplitPass,
+}
+
+
+def run_pass(fix_name, ep):
+    """Run the fix's pass the way lowering does (GraphModule passes on the graph module,
+    ExportedProgram passes on the program) -> modified."""
+    from executorch.exir.pass_base import ExportedProgramPassBase
+
+    p = PASSES[fix_name]()
+    if isinstance(p, ExportedProgramPassBase):
+        return p(ep).modified
+    return p(ep.graph_module).modified
+
+
+def edge_program(module, x):
+    from executorch.exir import to_edge
+
+    return to_edge(torch.export.export(module.eval(), (x,))).exported_program()
+
+
+def int_module(module, shape, seed=0):
+    """``module`` with integer-valued parameters and an integer-valued input."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for param in module.parameters():
+            param.copy_(torch.randint(-4, 5, param.shape, generator=gen).float())
+    return module.eval(), torch.randint(-4, 5, shape, generator=gen).float()
+
+
+def snapshot(ep):
+    gm = ep.graph_module
+    return (str(gm.graph), gm.code, [str(s) for s in ep.graph_signature.input_specs],
+            sorted(ep.state_dict), sorted(ep.constants))
+
+
+def convs(ep):
+    return [n for n in ep.graph_module.graph.nodes
+            if n.op == "call_function" and "aten.convolution" in str(n.target)]
+
+
+def test_registered_as_vulkan_graph_fixes():
+    for name, pass_type in PASSES.items():
+        fix = fixes.get(name)
+        assert fix.backends == ("vulkan",) and fix.kind == "graph"
+        assert fix.bug and fix.verified and "cases/vulkan_graph_fixes.json" in fix.verified
+        assert [type(p) for p in fix.transform_passes()] == [pass_type]
+        assert fixes.for_backend([name], "xnnpack") == []
+        assert name in fixes.names()
+    assert "vk-util" not in fixes.names()  # the helpers module registers nothing
+
+
+# ---------------------------------------------------------------- float: no-op where absent
+
+def conv(cin, cout, k, **kw):
+    return torch.nn.Conv2d(cin, cout, k, **kw)
+
+
+FLOAT_CONTROLS = {
+    "plain 3x3": (conv(3, 8, 3, padding=1), (1, 3, 8, 8)),
+    "dw 3x3 p1": (conv(4, 4, 3, padding=1, groups=4), (1, 4, 8, 8)),
+    "dw 5x5 s2 p2": (conv(4, 4, 5, stride=2, padding=2, groups=4), (1, 4, 11, 11)),
+    "dw 7x7 p0": (conv(4, 4, 7, groups=4), (1, 4, 8, 8)),
+    "dw 7x7 p3 batch 2": (conv(4, 4, 7, padding=3, groups=4), (2, 4, 8, 8)),
+    "dw 4x4 s2 batch 2": (conv(4, 4, 4, stride=2, groups=4), (2, 4, 10, 10)),
+    "grouped 3x3, 4 channels per group": (conv(8, 8, 3, padding=1, groups=2), (1, 8, 8, 8)),
+    "grouped 3x3 p1 batch 2": (conv(4, 4, 3, padding=1, groups=2), (2, 4, 8, 8)),
+    "conv1d dw k7 p3": (torch.nn.Conv1d(4, 4, 7, padding=3, groups=4), (1, 4, 9)),
+    "conv1d grouped": (torch.nn.Conv1d(4, 4, 3, groups=2), (1, 4, 9)),
+    "transposed grouped": (torch.nn.ConvTranspose2d(4, 4, 3, groups=2), (1, 4, 5, 5)),
+}
+
+
+@pytest.mark.parametrize("control", FLOAT_CONTROLS)
+def test_float_graph_without_the_pattern_is_left_alone(control):
+    """Every Vulkan graph fix, on a copy of the same program each: nothing modified."""
+    module, shape = FLOAT_CONTROLS[control]
+    torch.manual_seed(0)
+    exported = edge_program(module, torch.randn(shape))
+    for fix_name in PASSES:
+        ep = copy.deepcopy(exported)
+        before = snapshot(ep)
+        assert run_pass(fix_name, ep) is False, fix_name
+        assert snapshot(ep) == before, fix_name
+
+
+# ------------------------------------------------------------- float: exact where rewritten
+
+# (fix, module factory, input shape, what the rewritten graph must hold)
+FLOAT_REWRITES = [
+    ("vk-dw-edge-pad", lambda: conv(4, 4, 7, padding=3, groups=4), (1, 4, 8, 8)),
+    ("vk-dw-edge-pad", lambda: conv(4, 4, (2, 6), padding=(0, 2), groups=4), (1, 4, 6, 9)),
+    ("vk-dw-edge-pad", lambda: conv(8, 8, 4, stride=2, padding=1, dilation=2, groups=8, bias=False),
+     (1, 8, 11, 10)),
+    ("vk-grouped-split", lambda: conv(4, 4, 3, padding=1, groups=2), (1, 4, 8, 8)),
+    ("vk-grouped-split", lambda: conv(6, 9, 3, stride=2, dilation=2, groups=3, bias=False),
+     (1, 6, 11, 11)),
+    ("vk-grouped-split", lambda: conv(8, 8, 1, groups=2), (1, 8, 5, 5)),
+    ("vk-grouped-split", lambda: conv(4, 8, 3, padding=1, groups=4), (1, 4, 6, 6)),  # multiplier 2
+    ("vk-dw-sned-widen", lambda: conv(4, 4, 4, stride=2, groups=4), (1, 4, 10, 10)),
+    ("vk-dw-sned-widen", lambda: conv(4, 4, 2, dilation=2, groups=4), (1, 4, 8, 8)),
+    ("vk-dw-sned-widen", lambda: conv(8, 8, (2, 3), stride=2, padding=1, groups=8), (1, 8, 9, 7)),
+    ("vk-dw-sned-widen", lambda: conv(4, 4, 1, stride=2, groups=4), (1, 4, 7, 7)),
+    ("vk-dw-sned-widen", lambda: conv(4, 4, 7, stride=2, padding=3, groups=4), (1, 4, 10, 10)),
+    ("vk-dw-sned-widen", lambda: conv(4, 4, 7, dilation=2, padding=6, groups=4), (1, 4, 16, 16)),
+    ("vk-dw-sned-widen", lambda: conv(4, 4, (6, 7), stride=(3, 2), groups=4, bias=False),
+     (1, 4, 13, 12)),
+]
+
+
+@pytest.mark.parametrize("fix_name,factory,shape", FLOAT_REWRITES,
+                         ids=[f"{f}-{i}" for i, (f, _, _) in enumerate(FLOAT_REWRITES)])
+def test_float_rewrite_is_bit_identical_in_eager(fix_name, factory, shape):
+    module, x = int_module(factory(), shape)
+    ep = edge_program(module, x)
+    original = copy.deepcopy(ep).module()
+    assert run_pass(fix_name, ep) is True
+    rewritten = ep.module()
+    with torch.no_grad():
+        ref = module(x)
+        assert torch.equal(original(x), ref)
+        out = rewritten(x)
+        assert out.shape == ref.shape and torch.equal(out, ref)
+        xf = torch.randn(shape, generator=torch.Generator().manual_seed(1))
+        ref_f, out_f = original(xf), rewritten(xf)
+    torch.testing.assert_close(out_f, ref_f, rtol=1e-6, atol=1e-6 * ref_f.abs().max().item())
+    # the rewrite is idempotent: its result has no pattern left
+    snap = snapshot(ep)
+    assert run_pass(fix_name, ep) is False and snapshot(ep) == snap
+
+
+def test_dw_edge_pad_shape_of_the_rewrite():
+    module, x = int_module(conv(4, 4, 7, padding=3, groups=4), (1, 4, 8, 8))
+    ep = edge_program(module, x)
+    run_pass("vk-dw-edge-pad", ep)
+    (c,) = convs(ep)
+    pad = c.args[0]
+    assert "constant_pad_nd" in str(pad.target) and pad.args[1:] == ([3, 3, 3, 3], 0.0)
+    assert list(c.args[4]) == [0, 0] and list(c.meta["val"].shape) == [1, 4, 8, 8]
+
+
+def test_grouped_split_shape_of_the_rewrite():
+    module, x = int_module(conv(6, 9, 3, groups=3), (1, 6, 7, 7))
+    ep = edge_program(module, x)
+    run_pass("vk-grouped-split", ep)
+    pieces = convs(ep)
+    assert len(pieces) == 3 and all(c.args[8] == 1 for c in pieces)
+    assert [list(c.args[1].meta["val"].shape) for c in pieces] == [[3, 2, 3, 3]] * 3
+    assert [c.args[0].args[2:4] for c in pieces] == [(0, 2), (2, 4), (4, 6)]
+    assert "p_weight" not in {n.name for n in ep.graph_module.graph.nodes}  # no dead weight
+
+
+def test_sned_widen_kernel_sides():
+    for k, stride, dilation, side in ((4, 2, 1, 5), (2, 1, 2, 3), ((2, 3), 2, 1, 3), (7, 2, 1, 7)):
+        module, x = int_module(conv(4, 4, k, stride=stride, dilation=dilation, groups=4), (1, 4, 16, 16))
+        ep = edge_program(module, x)
+        run_pass("vk-dw-sned-widen", ep)
+        (c,) = convs(ep)
+        assert list(c.args[1].meta["val"].shape[2:]) == [side, side]
+        assert list(c.args[4]) == [0, 0]
+        if side == 7:  # dense form: stride 1 == dilation 1, then strided slices
+            assert list(c.args[3]) == [1, 1] and list(c.args[5]) == [1, 1]
+        else:  # widened: the sned output_tile shader of that size
+            assert list(c.args[3]) != list(c.args[5])
+
+
+# ------------------------------------------------------------------------------------- int8
+
+def int8_edge_program(case: ConvCase):
+    from harness.stages.backends import get as backend
+    from harness.stages.build import build_module, make_inputs
+    from harness.stages.quantize import output_qparams, quantize
+
+    module, inputs = build_module(case), make_inputs(case)
+    converted, _ = quantize(case, module, inputs, backend("vulkan"))
+    from executorch.exir import to_edge
+
+    ep = to_edge(torch.export.export(converted, inputs)).exported_program()  # no .eval(): pt2e
+    return ep, inputs[0], output_qparams(converted)[0]
+
+
+def q8(cin, cout, k, shape, quant, **kw):
+    return ConvCase(dim=2, in_channels=cin, out_channels=cout, kernel_size=k, input_shape=shape,
+                    quant=quant, **kw)
+
+
+INT8_CONTROLS = {
+    "per-channel batch 1": q8(4, 4, 3, (1, 4, 8, 8), "int8_per_channel"),
+    "per-channel dw batch 1": q8(8, 8, 3, (1, 8, 6, 6), "int8_per_channel", padding=1, groups=8),
+    "per-tensor conv1d batch 1": ConvCase(dim=1, in_channels=4, out_channels=4, kernel_size=3,
+                                          input_shape=(1, 4, 9), quant="int8_per_tensor"),
+}
+
+
+@pytest.mark.slow  # pt2e quantization: seconds per case
+@pytest.mark.parametrize("control", INT8_CONTROLS)
+def test_int8_graph_without_the_pattern_is_left_alone(control):
+    exported, _, _ = int8_edge_program(INT8_CONTROLS[control])
+    for fix_name in PASSES:
+        ep = copy.deepcopy(exported)
+        before = snapshot(ep)
+        assert run_pass(fix_name, ep) is False, fix_name
+        assert snapshot(ep) == before, fix_name
+
+
+@pytest.mark.slow  # pt2e quantization: seconds per case
+def test_float_fixes_leave_int8_convs_alone():
+    """The float fixes' patterns in an int8 graph (q8ta has its own shaders): no-op."""
+    for case, name in ((q8(4, 4, 7, (1, 4, 8, 8), "int8_per_channel", padding=3, groups=4), "vk-dw-edge-pad"),
+                       (q8(8, 8, 4, (1, 8, 10, 10), "int8_per_channel", stride=2, groups=8), "vk-dw-sned-widen"),
+                       (q8(8, 8, 1, (1, 8, 6, 6), "int8_per_channel", groups=2), "vk-grouped-split")):
+        ep, _, _ = int8_edge_program(case)
+        before = snapshot(ep)
+        assert run_pass(name, ep) is False and snapshot(ep) == before
+
+
+INT8_REWRITES = [
+    ("vk-q8-per-tensor-weight", q8(4, 4, 3, (1, 4, 8, 8), "int8_per_tensor")),
+    ("vk-q8-per-tensor-weight", q8(3, 6, 1, (1, 3, 9, 9), "int8_per_tensor", stride=2)),
+    ("vk-q8-per-tensor-weight", q8(8, 8, 3, (1, 8, 6, 6), "int8_per_tensor", padding=1, groups=8)),
+    ("vk-q8-batch-split", q8(3, 6, 3, (4, 3, 16, 16), "int8_per_channel")),
+    ("vk-q8-batch-split", q8(8, 8, 1, (2, 8, 6, 6), "int8_per_channel")),
+    ("vk-q8-batch-split", q8(4, 4, 3, (2, 4, 8, 8), "int8_per_tensor", bias=False)),
+]
+
+
+@pytest.mark.slow  # pt2e quantization: seconds per case
+@pytest.mark.parametrize("fix_name,case", INT8_REWRITES,
+                         ids=[f"{f}-{c.case_id}" for f, c in INT8_REWRITES])
+def test_int8_rewrite_is_within_one_output_step_in_eager(fix_name, case):
+    ep, x, out_scale = int8_edge_program(case)
+    original = copy.deepcopy(ep).module()
+    assert run_pass(fix_name, ep) is True
+    rewritten = ep.module()
+    with torch.no_grad():
+        ref, out = original(x), rewritten(x)
+    assert out.shape == ref.shape
+    assert (out - ref).abs().max().item() <= out_scale * 1.0001  # the int8 policy: one step
+    if fix_name == "vk-q8-per-tensor-weight":  # the same dequantized weight: bit-identical
+        assert torch.equal(out, ref)
+    snap = snapshot(ep)
+    assert run_pass(fix_name, ep) is False and snapshot(ep) == snap
+
+
+@pytest.mark.slow  # pt2e quantization: seconds per case
+def test_per_tensor_weight_dequantizes_to_the_same_bits():
+    ep, _, _ = int8_edge_program(q8(4, 4, 3, (1, 4, 8, 8), "int8_per_tensor"))
+    (c,) = convs(ep)
+    dq = c.args[1]
+    w = ep.state_dict.get(ep.graph_signature.inputs_to_buffers.get(dq.args[0].name))
+    before = torch.ops.quantized_decomposed.dequantize_per_tensor(w, *dq.args[1:])
+    run_pass("vk-q8-per-tensor-weight", ep)
+    (c,) = convs(ep)
+    dq = c.args[1]
+    assert "dequantize_per_channel" in str(dq.target)
+    consts = {**ep.state_dict, **ep.constants}
+    sig = ep.graph_signature.inputs_to_buffers
+    scales, zeros = consts[sig[dq.args[1].name]], consts[sig[dq.args[2].name]]
+    assert scales.dtype == torch.float32 and zeros.dtype == torch.int64 and scales.shape == (4,)
+    after = torch.ops.quantized_decomposed.dequantize_per_channel(w, scales, zeros, *dq.args[3:])
+    assert torch.equal(before, after)
+
+
+@pytest.mark.slow  # pt2e quantization: seconds per case
+def test_batch_split_gives_each_sample_its_own_weight():
+    ep, _, _ = int8_edge_program(q8(3, 6, 3, (3, 3, 8, 8), "int8_per_channel"))
+    run_pass("vk-q8-batch-split", ep)
+    pieces = convs(ep)
+    assert len(pieces) == 3
+    assert len({c.args[1].args[0] for c in pieces}) == 3  # no shared weight placeholder
+    assert all(c.args[0].meta["val"].shape[0] == 1 for c in pieces)
+    assert [n for n in ep.graph_module.graph.nodes if n.op == "placeholder" and not n.users] == []
+
+
+# ------------------------------------------------------------------- delegation (lowering)
+
+DELEGATED = {
+    "vk-dw-edge-pad": ConvCase(dim=2, in_channels=4, out_channels=4, kernel_size=7, padding=3,
+                               groups=4, input_shape=(1, 4, 8, 8)),
+    "vk-grouped-split": ConvCase(dim=2, in_channels=4, out_channels=4, kernel_size=3, padding=1,
+                                 groups=2, input_shape=(1, 4, 8, 8)),
+    "vk-dw-sned-widen": ConvCase(dim=2, in_channels=4, out_channels=4, kernel_size=7, stride=2,
+                                 padding=3, groups=4, input_shape=(1, 4, 10, 10)),
+    "vk-q8-per-tensor-weight": q8(4, 4, 3, (1, 4, 8, 8), "int8_per_tensor"),
+    "vk-q8-batch-split": q8(3, 6, 3, (2, 3, 8, 8), "int8_per_channel"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fix_name", DELEGATED)
+def test_rewritten_conv_stays_in_the_delegate(fix_name):
+    from harness.stages.cell import prepare
+
+    prepared = prepare(DELEGATED[fix_name], Lane.parse(f"vulkan+{fix_name}"))
+    assert prepared.status in (None, "NO_RUNTIME"), (prepared.status, prepared.message)
+    assert prepared.undelegated_ops == {}, prepared.undelegated_ops
+    assert prepared.delegated_ops.get("aten.convolution", 0) >= 1
