@@ -19,8 +19,9 @@ Known reasons (read from the suite in the 1.5.1 wheel, ``backends/test/suite``):
   ExecuTorch's own Vulkan delegate tests do): "suite's int8 flow did not quantize";
 - it judges with ``atol=1e-1, rtol=4e-2`` (``run_method_and_compare_outputs``); ours is 1e-4
   (fp32) or one output step (int8): "within the suite's tolerance, outside ours";
-- it executes a partly delegated program whose conv stayed on CPU as SUCCESS; ours says
-  NOT_DELEGATED: "suite passes a program whose conv stayed outside the delegate".
+- it executes a partly delegated program (the conv, or ops of its padding mode, left on CPU)
+  and calls it SUCCESS when right; ours says NOT_DELEGATED: "suite passes a partly delegated
+  program (ours: NOT_DELEGATED)".
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ R_NOT_RUN = "suite stopped the test at an earlier failure"
 R_UNDELEGATED = "suite passes an undelegated program"
 R_NOT_QUANTIZED = "suite's int8 flow did not quantize"
 R_TOLERANCE = "within the suite's tolerance, outside ours"
-R_CONV_OUTSIDE = "suite passes a program whose conv stayed outside the delegate"
+R_PARTLY = "suite passes a partly delegated program (ours: NOT_DELEGATED)"
 R_NOT_EXECUTED = "ours did not execute (no runtime)"
 R_NO_CASE = "ours cannot spell the configuration"
 UNEXPLAINED = "unexplained"
@@ -172,7 +173,7 @@ def reason(config: SuiteConfig, verdict: SuiteVerdict, cell, int8_flow: bool,
         if verdict.result == "SUCCESS_UNDELEGATED":
             return R_UNDELEGATED
         if status == "NOT_DELEGATED":
-            return R_CONV_OUTSIDE
+            return R_PARTLY
         if status in ("NO_RUNTIME", "CONTRACT_VIOLATION") and not cell.run_time_s:
             return R_NOT_EXECUTED
         if within_suite_tolerance(cell):
