@@ -98,6 +98,9 @@ FLOAT_CONTROLS = {
     "conv1d dw k7 p3": (torch.nn.Conv1d(4, 4, 7, padding=3, groups=4), (1, 4, 9)),
     "conv1d grouped": (torch.nn.Conv1d(4, 4, 3, groups=2), (1, 4, 9)),
     "transposed grouped": (torch.nn.ConvTranspose2d(4, 4, 3, groups=2), (1, 4, 5, 5)),
+    "bf16 dw 7x7 p3 (Vulkan delegates fp32/fp16 only)":
+        (conv(4, 4, 7, padding=3, groups=4).to(torch.bfloat16), (1, 4, 8, 8)),
+    "bf16 grouped 3x3": (conv(4, 4, 3, padding=1, groups=2).to(torch.bfloat16), (1, 4, 8, 8)),
 }
 
 
@@ -106,7 +109,8 @@ def test_float_graph_without_the_pattern_is_left_alone(control):
     """Every Vulkan graph fix, on a copy of the same program each: nothing modified."""
     module, shape = FLOAT_CONTROLS[control]
     torch.manual_seed(0)
-    exported = edge_program(module, torch.randn(shape))
+    dtype = next(module.parameters()).dtype
+    exported = edge_program(module, torch.randn(shape).to(dtype))
     for fix_name in PASSES:
         ep = copy.deepcopy(exported)
         before = snapshot(ep)

@@ -69,10 +69,12 @@ def conv2d(node) -> dict | None:
 
 
 def is_float_conv(node) -> bool:
-    """A float conv: neither its input nor its weight comes from a dequantize (a pt2e int8 conv
-    is ``dq(x) -> conv(dq(w))``, which Vulkan fuses into ``et_vk.q8ta_conv2d``)."""
+    """A float conv Vulkan delegates (float32/float16, ``utils.FP_T``; a bfloat16 conv stays
+    outside, and rewriting it would only move other ops into the delegate): neither its input
+    nor its weight comes from a dequantize (a pt2e int8 conv is ``dq(x) -> conv(dq(w))``, which
+    Vulkan fuses into ``et_vk.q8ta_conv2d``)."""
     return not any(is_call(node.args[i], "dequantize") for i in (INPUT, WEIGHT)) and \
-        val(node.args[INPUT]).dtype in (torch.float32, torch.float16, torch.bfloat16)
+        val(node.args[INPUT]).dtype in (torch.float32, torch.float16)
 
 
 def vulkan_depthwise(p: dict) -> bool:
