@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from harness.stages import compare
-from harness.stages.fingerprint import ErrorPattern, error_pattern, render, tolerance_mask
+from harness.stages.compare import tolerance_mask
+from harness.stages.fingerprint import ErrorPattern, error_pattern, render
 
 
 def _ref(*shape, seed=0):

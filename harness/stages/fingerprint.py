@@ -1,7 +1,7 @@
 """Where in the output a wrong-value delegate bug puts its errors: a fingerprint and a picture.
 
 ``error_pattern(out, ref, bad_mask, groups)`` reads the mask of elements outside tolerance
-(``bad_mask``, computed by the caller with the harness's rule, e.g. ``tolerance_mask``) of an
+(``bad_mask``, computed by the caller with the harness's rule, e.g. ``compare.tolerance_mask``) of an
 ``N x C x spatial...`` output (1d, 2d or 3d conv) and says which batches, which output channels
 and which spatial positions are wrong, so that two bugs with the same element count ("N/N
 elements outside atol ...") but different places become two findings: the Vulkan depthwise
@@ -331,23 +331,6 @@ def _space(hot: torch.Tensor) -> tuple[str, str, torch.Tensor, tuple]:
 
 
 # --- the fingerprint -----------------------------------------------------------------------
-
-def tolerance_mask(out: torch.Tensor, ref: torch.Tensor, *, out_scale: float | None = None,
-                   steps: float = 1.0) -> torch.Tensor:
-    """The elements compare.compare judges wrong, one by one: int8 (``out_scale``) |d| > steps
-    output steps; fp16/bf16 |d| > LOW_PRECISION_STEPS epsilon units at the output magnitude;
-    fp32 |d| > atol + rtol |ref|. Non-finite outputs are wrong."""
-    from harness.stages.compare import FP32_ATOL, FP32_RTOL, LOW_PRECISION_STEPS, epsilon_unit
-
-    diff = (out.double() - ref.double()).abs()
-    if out_scale is not None:
-        bad = diff > steps * out_scale * (1 + 1e-5)
-    elif ref.dtype in LOW_PRECISION_STEPS:
-        bad = diff > LOW_PRECISION_STEPS[ref.dtype] * epsilon_unit(ref)
-    else:
-        bad = diff > FP32_ATOL + FP32_RTOL * ref.double().abs()
-    return bad | ~torch.isfinite(out.double())
-
 
 def error_pattern(out: torch.Tensor, ref: torch.Tensor, bad_mask: torch.Tensor,
                   groups: int = 1) -> ErrorPattern:
