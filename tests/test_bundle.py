@@ -19,6 +19,9 @@ CASES = [ConvCase(padding=0, **SEED), ConvCase(padding="valid", **SEED),
                   input_shape=(1, 8, 12, 12), quant="int8_per_channel")]
 
 
+PATCH = "vk-conv-int-list-broadcast"
+
+
 def harness(*args):
     return subprocess.run([sys.executable, "-m", "harness", *map(str, args)], capture_output=True,
                           text=True, timeout=900)
@@ -30,7 +33,8 @@ def ingested(vulkan_runtime, tmp_path_factory):
     cases = tmp / "cases.json"
     cases.write_text(json.dumps([c.to_dict() for c in CASES]))
     run = tmp / "run"
-    proc = harness("run", "--out", run, "--backends", "vulkan", "--fixes", "vulkan-conv-padding",
+    # the fixed lane is a runtime patch: its cells run on the patched plug-in, in the bundle too
+    proc = harness("run", "--out", run, "--backends", "vulkan", "--fixes", PATCH,
                    "--cases", cases, "--max-examples", 0, "-j", 2, "--cache", tmp / "cache",
                    "--vulkan-runtime", vulkan_runtime.library, "--no-progress")
     assert proc.returncode == 0, proc.stderr
@@ -64,6 +68,25 @@ def test_bundle_is_self_contained(ingested):
         line = next(ln for ln in needed.splitlines() if lib in ln)
         found = Path(line.split("=>")[1].split("(")[0].strip()).resolve()
         assert found.parent == (b / "lib").resolve(), line  # inside the bundle, not the wheel
+
+
+def test_a_patched_lane_runs_on_its_own_plug_in_in_the_bundle(ingested):
+    tmp, local, merged, _ = ingested
+    b = tmp / "b"
+    cells = json.loads((b / "cells.json").read_text())
+    patched = {k for k, v in cells.items() if v["fixes"] == PATCH}
+    assert patched and all(v["patches"] == [PATCH] for k, v in cells.items() if k in patched)
+    [entry] = json.loads((b / "bundle.json").read_text())["patched"]
+    assert entry["patches"] == [PATCH]
+    for name in patched:
+        assert (b / "cells" / name / "runtime").read_text().strip() == entry["bin"]
+    runner = b / entry["bin"] / "convconf_runner"
+    needed = subprocess.run(["ldd", str(runner)], capture_output=True, text=True).stdout
+    line = next(ln for ln in needed.splitlines() if "libexecutorch_backend_vulkan.so" in ln)
+    assert Path(line.split("=>")[1].split("(")[0].strip()).resolve().parent == runner.parent.resolve()
+    # the seed case: make_ivec2 on the stock plug-in, PASS on the patched one, on the "device"
+    device = merged[(merged.backend == "vulkan@lavapipe") & (merged.case_id == CASES[1].case_id)]
+    assert dict(zip(device.fixes, device.status)) == {"": "RUNTIME_ERROR", PATCH: "PASS"}
 
 
 def test_device_lane_has_the_in_process_statuses(ingested):

@@ -1,10 +1,13 @@
 """``harness bundle``: the Vulkan cells of a finished run as a folder that runs on another machine.
 
 Layout (all paths relative, so the folder can be copied anywhere):
-    bin/convconf_runner   the native runner (runtimes/native/runner.cpp), RUNPATH $ORIGIN/../lib
+    bin/convconf_runner   the native runner (runtimes/native/runner.cpp), RUNPATH $ORIGIN:$ORIGIN/../lib
     lib/                  the wheel's libexecutorch.so + kernel libraries, the Vulkan plug-in
-    cells/NNNN/           program.pte, input0.bin ... (raw bytes, the dtype/shape the program takes)
-    cells.json            NNNN -> case id, backend, fixes (copied into the results)
+    bin-pXXXXXXXX/        per runtime patch set of the bundled lanes: the runner and the plug-in
+                          built with those patches (found first, through $ORIGIN)
+    cells/NNNN/           program.pte, input0.bin ... (raw bytes, the dtype/shape the program takes);
+                          ``runtime`` names the bin folder of a patched lane's cell
+    cells.json            NNNN -> case id, backend, fixes, patches (copied into the results)
     bundle.json           versions, runtime source commit, the run it came from
     run.sh                every cell in its own process under `timeout`, then results/
 It needs an x86-64 Linux with glibc, libstdc++ and a Vulkan loader + driver (Debian/Ubuntu:
@@ -13,6 +16,7 @@ libvulkan1 and the vendor's ICD); no Python, no torch.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -22,6 +26,7 @@ from harness import versions
 from harness.lane import Lane
 from harness.runfolder import RunFolder
 from harness.spec import ConvCase
+from harness.run.runner import lane_patches
 from harness.stages.cache import Cache
 from harness.status import Status
 
@@ -41,8 +46,10 @@ cp "$here/cells.json" "$here/bundle.json" "$results/"
 n=0
 for cell in "$here"/cells/*/; do
   id=$(basename "$cell")
+  bin=bin
+  [ -f "$cell/runtime" ] && bin=$(cat "$cell/runtime")
   mkdir -p "$results/$id"
-  timeout -s KILL "$timeout_s" "$here/bin/convconf_runner" "$cell/program.pte" "$results/$id" \\
+  timeout -s KILL "$timeout_s" "$here/$bin/convconf_runner" "$cell/program.pte" "$results/$id" \\
     --iters "$iters" "$cell"/input*.bin > "$results/$id/log.txt" 2>&1
   echo $? > "$results/$id/exit_code"
   n=$((n + 1))
@@ -99,6 +106,7 @@ def write(run_dir: Path, out: Path, lane: str = "vulkan", select: list[str] | No
     wheel = installed_wheel()
     for lib in (Path(manifest.library), wheel.runtime_lib, *wheel.kernel_libs):
         shutil.copy2(lib, out / "lib" / lib.name)
+    patched = _patched_runtimes(out, rows, manifest)
     index = {}
     for n, r in enumerate(rows.itertuples(), start=1):
         prepared = prepared_for(header, cases[r.case_id], Lane.of(r.backend, r.fixes))
@@ -109,16 +117,44 @@ def write(run_dir: Path, out: Path, lane: str = "vulkan", select: list[str] | No
         (cell / "program.pte").write_bytes(prepared.pte)
         for i, t in enumerate(prepared.refs.inputs):
             (cell / f"input{i}.bin").write_bytes(_raw(t))
-        index[cell.name] = {"case_id": r.case_id, "backend": r.backend, "fixes": r.fixes}
+        patches = lane_patches(Lane.of(r.backend, r.fixes))
+        if patches:
+            (cell / "runtime").write_text(patched[patches]["bin"] + "\n")
+        index[cell.name] = {"case_id": r.case_id, "backend": r.backend, "fixes": r.fixes,
+                            "patches": list(patches)}
     (out / "cells.json").write_text(json.dumps(index, indent=1) + "\n")
     info = {"run_id": folder.run_id, "run_dir": str(run_dir.resolve()), "lane": lane,
             "cells": len(index),
-            "versions": versions.stack(), "runtime": manifest.summary()}
+            "versions": versions.stack(), "runtime": manifest.summary(),
+            "patched": [{"patches": list(k), "bin": v["bin"], "runtime": v["summary"]}
+                        for k, v in sorted(patched.items())]}
     (out / "bundle.json").write_text(json.dumps(info, indent=1) + "\n")
     (out / "run.sh").write_text(RUN_SH)
     (out / "run.sh").chmod(0o755)
     info["bytes"] = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
     return info
+
+
+def _patched_runtimes(out: Path, rows, stock) -> dict:
+    """Each runtime patch set of the bundled lanes -> its own bin folder: a copy of the runner
+    beside the plug-in built with those patches (the runner's RUNPATH starts at $ORIGIN, so that
+    plug-in is the one it loads; the wheel's libraries still come from lib/)."""
+    from harness.runtimes import vulkan
+
+    sets = sorted({lane_patches(Lane.of(r.backend, r.fixes)) for r in rows.itertuples()} - {()})
+    found = {}
+    for patches in sets:
+        manifest = vulkan.installed(patches=patches)
+        if manifest is None:
+            raise BundleError(f"no Vulkan plug-in built with {', '.join(patches)} for executorch "
+                              f"{stock.executorch_version} (harness run builds it for its lanes; "
+                              f"python -m harness runtime build vulkan --patch ...)")
+        tag = "bin-p" + hashlib.sha256(",".join(patches).encode()).hexdigest()[:8]
+        (out / tag).mkdir()
+        shutil.copy2(stock.runner, out / tag / vulkan.RUNNER)
+        shutil.copy2(manifest.library, out / tag / Path(manifest.library).name)
+        found[patches] = {"bin": tag, "summary": manifest.summary()}
+    return found
 
 
 def _raw(t) -> bytes:
