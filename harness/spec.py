@@ -21,14 +21,22 @@ QUANT_SCHEMES = (None, "int8_per_tensor", "int8_per_channel")
 DTYPES = ("float32", "float16", "bfloat16")  # the default first: shrinking goes towards it
 PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 DIMS = (1, 2, 3)
+WEIGHTS = ("constant", "input")
+# The conv in context (the graph around it): epilogue ops on its output, in order. A bare name,
+# or [name, min, max] for the two with bounds (clamp: one bound may be null).
+EPILOGUE_OPS = ("relu", "relu6", "batchnorm", "add")
+BOUNDED_OPS = ("hardtanh", "clamp")
 FIELDS = (
     "dim", "transposed", "in_channels", "out_channels", "kernel_size", "stride", "padding",
     "padding_mode", "dilation", "output_padding", "groups", "bias", "input_shape", "dtype", "quant",
+    "prologue", "epilogue", "weights",
 )
 # Fields added after case ids, corpus files and caches existed. At their default they are left
 # out of the serialised identity (to_json, which case_id hashes), so every older case keeps its
-# id; any other value is written, so a case that uses them gets an id of its own.
-LATER_FIELD_DEFAULTS = {"padding_mode": "zeros", "output_padding": 0}
+# id; any other value is written, so a case that uses them gets an id of its own. Compared as
+# JSON values (to_dict's): the empty epilogue is [].
+LATER_FIELD_DEFAULTS = {"padding_mode": "zeros", "output_padding": 0, "prologue": None,
+                        "epilogue": [], "weights": "constant"}
 
 
 class CaseError(ValueError):
@@ -64,10 +72,19 @@ class ConvCase:
     transposed: bool = False
     dtype: str = "float32"
     quant: Optional[str] = None
+    # The conv in context (all off by default: a lone nn.Conv* with constant weights).
+    # prologue: ["pad", pads, value] -- an explicit F.pad(x, pads, value=value) (F.pad's order:
+    # last dimension first, (left, right) per dimension) before a conv with padding 0.
+    prologue: Optional[tuple] = None
+    # epilogue: ops applied to the conv's output, in order, e.g. ["batchnorm", "relu"],
+    # [["hardtanh", -0.5, 2.0]], ["add"] (a residual graph input of the output's shape).
+    epilogue: tuple = ()
+    # "input": the weight (and bias) are graph inputs of a functional conv, not constants.
+    weights: str = "constant"
 
     def __post_init__(self) -> None:
         for name in ("kernel_size", "stride", "padding", "dilation", "output_padding",
-                     "input_shape"):
+                     "input_shape", "prologue", "epilogue"):
             object.__setattr__(self, name, _freeze(getattr(self, name)))
         self._check_types()
         self._check_combinations()
@@ -108,6 +125,48 @@ class ConvCase:
             raise bad("quant", f"must be one of {QUANT_SCHEMES}")
         if self.padding_mode not in PADDING_MODES:
             raise bad("padding_mode", f"must be one of {PADDING_MODES}")
+        if self.weights not in WEIGHTS:
+            raise bad("weights", f"must be one of {WEIGHTS}")
+        self._check_prologue()
+        self._check_epilogue()
+
+    def _check_prologue(self) -> None:
+        pro = self.prologue
+        if pro is None:
+            return
+        form = '["pad", [ints, last dimension first], value]'
+        if not isinstance(pro, tuple) or len(pro) != 3 or pro[0] != "pad":
+            raise self._bad("prologue", f"must be null or {form}")
+        pads, value = pro[1], pro[2]
+        if (not isinstance(pads, tuple) or not pads or len(pads) % 2 or len(pads) > 2 * self.dim
+                or not all(_is_int(p) and p >= 0 for p in pads)):
+            raise self._bad("prologue", f"pads must be 2 to {2 * self.dim} (an even number of) "
+                                        f"non-negative ints")
+        if not _is_number(value):
+            raise self._bad("prologue", "the pad value must be a finite number")
+
+    def _check_epilogue(self) -> None:
+        epi = self.epilogue
+        if not isinstance(epi, tuple):
+            raise self._bad("epilogue", "must be a list of ops")
+        for op in epi:
+            if isinstance(op, str):
+                if op in BOUNDED_OPS:
+                    raise self._bad("epilogue", f"{op} needs its bounds: [{op!r}, min, max]")
+                if op not in EPILOGUE_OPS:
+                    raise self._bad("epilogue", f"unknown op {op!r} (one of "
+                                                f"{', '.join(EPILOGUE_OPS + BOUNDED_OPS)})")
+                continue
+            if not isinstance(op, tuple) or len(op) != 3 or op[0] not in BOUNDED_OPS:
+                raise self._bad("epilogue", f"an op is a name or [name, min, max] with name "
+                                            f"one of {BOUNDED_OPS}")
+            name, low, high = op
+            if not all(v is None or _is_number(v) for v in (low, high)):
+                raise self._bad("epilogue", f"{name} bounds must be finite numbers")
+            if name == "hardtanh" and (low is None or high is None or not low < high):
+                raise self._bad("epilogue", "hardtanh needs min < max (nn.Hardtanh asserts it)")
+            if name == "clamp" and low is None and high is None:
+                raise self._bad("epilogue", "clamp needs at least one bound (torch.clamp)")
 
     def _check_combinations(self) -> None:
         """The rules eager PyTorch applies to the later fields (torch/nn/modules/conv.py,
@@ -115,6 +174,17 @@ class ConvCase:
         an INVALID row. The size rules for non-zeros modes are F.pad's: reflect needs each side's
         pad < the input size, circular <= it (wrapping around once at most)."""
         bad = self._bad
+        if self.prologue is not None:
+            zero = self.padding == "valid" or (not isinstance(self.padding, str)
+                                               and not any(self.spatial("padding")))
+            if not zero:
+                raise bad("padding", "a prologue pads explicitly: the conv's padding must be 0 "
+                                     "(any spelling of it, or \"valid\")")
+            if self.padding_mode != "zeros":
+                raise bad("padding_mode", "a prologue pads explicitly: padding_mode stays \"zeros\"")
+        if self.weights == "input" and self.padding_mode != "zeros":
+            raise bad("padding_mode", 'weights="input" calls the functional conv, which has no '
+                                      'padding_mode')
         if self.quant and self.dtype != "float32":
             raise bad("dtype", "a quantized case (quant) is float32 (the quantizer's input)")
         if self.output_padding != 0 and not self.transposed:
@@ -193,7 +263,59 @@ class ConvCase:
         out_pad = "" if _same(self.output_padding, 0) else f"_op{s(self.output_padding)}"
         return (f"{kind}_i{self.in_channels}o{self.out_channels}_k{s(self.kernel_size)}"
                 f"_s{s(self.stride)}_p{s(self.padding)}{mode}_d{s(self.dilation)}{out_pad}"
-                f"_g{self.groups}_b{int(self.bias)}_x{s(self.input_shape)}_{dtype}")
+                f"_g{self.groups}_b{int(self.bias)}_x{s(self.input_shape)}_{dtype}"
+                f"{self.context_label}")
+
+    @property
+    def context_label(self) -> str:
+        """The context fields' part of the label ("" when all are off): ``_pre1x1x0x0`` (a zero
+        pad; ``v0.5`` after it for a constant), ``_e`` + the epilogue's ops joined by ``.``
+        (bn, ht, clamp, relu, relu6, add; bounds are in the hashed JSON only), ``_win``."""
+        out = ""
+        if self.prologue is not None:
+            pads, value = self.prologue[1], self.prologue[2]
+            out += "_pre" + "x".join(map(str, pads)) + (f"v{value:g}" if value else "")
+        if self.epilogue:
+            short = {"batchnorm": "bn", "hardtanh": "ht"}
+            names = [op if isinstance(op, str) else op[0] for op in self.epilogue]
+            out += "_e" + ".".join(short.get(n, n) for n in names)
+        if self.weights == "input":
+            out += "_win"
+        return out
+
+    # --- the conv in context -------------------------------------------------------------------
+    @property
+    def has_context(self) -> bool:
+        """True when the graph is more than one nn.Conv* with constant weights."""
+        return self.prologue is not None or bool(self.epilogue) or self.weights == "input"
+
+    def residual_count(self) -> int:
+        """Graph inputs the epilogue adds (one per "add")."""
+        return sum(op == "add" for op in self.epilogue)
+
+    def conv_input_shape(self) -> tuple:
+        """The conv's input: the case's input after the prologue's pad."""
+        shape = list(self.input_shape)
+        if self.prologue is not None:
+            pads = self.prologue[1]
+            for j in range(len(pads) // 2):  # F.pad: (left, right) of the last dimension first
+                shape[-1 - j] += pads[2 * j] + pads[2 * j + 1]
+        return tuple(shape)
+
+    def output_shape(self) -> tuple:
+        """The conv's output shape as nn.Conv* computes it (an empty dimension comes out < 1)."""
+        shape = self.conv_input_shape()
+        k, s, d = self.spatial("kernel_size"), self.spatial("stride"), self.spatial("dilation")
+        out = []
+        for i, size in enumerate(shape[2:]):
+            left, right = self.side_pads()[i]
+            extent = d[i] * (k[i] - 1) + 1
+            if self.transposed:
+                op = self.spatial("output_padding")[i]
+                out.append((size - 1) * s[i] - left - right + extent + op)
+            else:
+                out.append((size + left + right - extent) // s[i] + 1)
+        return (shape[0], self.out_channels, *out)
 
     # --- features the report groups by ---------------------------------------------------------
     @property
@@ -239,6 +361,15 @@ class ConvCase:
             + (("output_padding",) if self.transposed else ())
         return any(isinstance(getattr(self, n), tuple) and len(getattr(self, n)) == 1
                    for n in names)
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v: Any) -> bool:
+    return (isinstance(v, (int, float)) and not isinstance(v, bool)
+            and v == v and v not in (float("inf"), float("-inf")))
 
 
 def same_pads(total: int) -> tuple[int, int]:

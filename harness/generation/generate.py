@@ -7,6 +7,10 @@ Cases are drawn CHUNK at a time, as one list per Hypothesis example. Example by 
 Hypothesis starts near the simplest input and then mutates earlier examples, so 60 examples in a
 row share most of their choices (a whole run without one reflect pad); the cases of one list are
 drawn independently. The first list is Hypothesis's simplest example: the simplest conv, once.
+
+A run starts with its strata (strategies.STRATA: each padding spelling in 1d and 2d, float and
+int8), one case each, drawn by Hypothesis from the same seed: a random example, not the simplest
+(that would be ten 1x1 convs). Then the free draws above fill the run.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, Phase, given, seed as hyp_seed, settings, strategies as st
 
 from harness.spec import ConvCase
-from harness.generation.strategies import mixed_cases
+from harness.generation.strategies import STRATA, mixed_cases, stratum
 
 PROFILES = {"ci": 12, "nightly": 300}  # default --max-examples per profile
 CHUNK = 16  # cases per Hypothesis example (a few hundred choices, far below its buffer limit)
@@ -31,6 +35,9 @@ def generate(max_examples: int, seed: int, strategy=None) -> list[ConvCase]:
             if len(unique) < max_examples:
                 unique.setdefault(case.case_id, case)
 
+    if strategy is None:
+        for case in stratified(min(max_examples, len(STRATA)), seed):
+            unique.setdefault(case.case_id, case)
     # Later examples repeat cases of earlier ones (mutation): rounds of fresh seeds until full.
     for round_ in range(10):
         if len(unique) >= max_examples:
@@ -41,3 +48,16 @@ def generate(max_examples: int, seed: int, strategy=None) -> list[ConvCase]:
             given(st.lists(cases, min_size=CHUNK, max_size=CHUNK))(collect))
         hyp_seed(seed if round_ == 0 else f"{seed}:{round_}")(run)()
     return list(unique.values())
+
+
+def stratified(n: int, seed: int) -> list[ConvCase]:
+    """The first ``n`` strata, one case each, from one Hypothesis example of the given seed
+    (its second example: the first is the all-simplest one)."""
+    if n <= 0:
+        return []
+    drawn: list = []
+    run = settings(max_examples=2, database=None, phases=[Phase.generate], deadline=None,
+                   suppress_health_check=list(HealthCheck))(
+        given(st.tuples(*[stratum(*s) for s in STRATA[:n]]))(lambda cases: drawn.append(cases)))
+    hyp_seed(f"{seed}:strata")(run)()
+    return list(drawn[-1])

@@ -28,6 +28,10 @@ PADDING_MODES = ["zeros", "zeros", "reflect", "replicate", "circular"]
 # Batch > 1 fails every Vulkan 2d cell (batch 1 only): kept to about a quarter of the cases so
 # that it does not hide what else a lane does. 3d is the costliest cell: weighted half of 1d/2d.
 BATCHES = [1, 1, 1, 1, 1, 2, 3]
+WIDE_OUT_CHANNELS = [128, 160, 256]
+# Each context field (prologue, epilogue, weights="input", wide) is on in about 1 of
+# CONTEXT_OFF + 1 draws: mostly a lone conv, and sometimes the conv in context.
+CONTEXT_OFF = 5
 DIM_WEIGHTS = {1: 2, 2: 2, 3: 1}
 
 
@@ -51,7 +55,10 @@ def spatial(v, dim: int) -> tuple:
 @st.composite
 def conv_cases(draw, *, dims=(1, 2, 3), quant=st.just(None), transposed=st.booleans(),
                max_channels_per_group: int = 4, batch=st.sampled_from(BATCHES),
-               dtypes=st.sampled_from(DTYPES), padding_modes=st.sampled_from(PADDING_MODES)):
+               dtypes=st.sampled_from(DTYPES), padding_modes=st.sampled_from(PADDING_MODES),
+               spellings=None, context: bool = True):
+    """``spellings``: the padding spellings to draw from (default: all a case may take);
+    ``context``: draw the context fields too (prologue, epilogue, weights; mostly off)."""
     dim = draw(st.sampled_from([d for d in dims for _ in range(DIM_WEIGHTS[d])]))
     is_t = draw(transposed)
     q = draw(quant)
@@ -64,7 +71,13 @@ def conv_cases(draw, *, dims=(1, 2, 3), quant=st.just(None), transposed=st.boole
     groups = draw(st.sampled_from([1, 1, 2, 3, 4]))
     in_per_group = draw(st.integers(1, max_channels_per_group))
     depthwise = draw(st.booleans()) and not is_t
-    out_per_group = 1 if depthwise else draw(st.integers(1, max_channels_per_group))
+    # Depthwise: out_per_group is the channel multiplier (1 = plain depthwise).
+    out_per_group = draw(st.integers(1, max_channels_per_group))
+    # Wide: C_out >= 128 (Vulkan's im2col/GEMM route for groups 1, dilation 1), spatial kept
+    # small below so the cell stays cheap.
+    wide = draw(st.sampled_from([False] * CONTEXT_OFF + [True])) and context
+    if wide:
+        out_per_group = -(-draw(st.sampled_from(WIDE_OUT_CHANNELS)) // groups)
     in_ch, out_ch = groups * (1 if depthwise else in_per_group), groups * out_per_group
 
     # A length-1 kernel_size is not a spelling of the same conv: nn.Conv2d(kernel_size=[3])
@@ -77,7 +90,11 @@ def conv_cases(draw, *, dims=(1, 2, 3), quant=st.just(None), transposed=st.boole
     dilation = draw(_per_dim(dim, st.integers(1, SMALL_3D["dilation"] if small else 3)))
 
     kinds = ["int", "tuple", "list1"] + ([] if is_t else ["valid", "same"])
-    if mode != "zeros" and dim > 1:
+    if spellings is not None:
+        kinds = [k for k in kinds if k in spellings]
+        if spellings == ("list1",) and dim > 1:
+            mode = "zeros"  # the spelling asked for wins over the mode
+    if mode != "zeros" and dim > 1 and "list1" in kinds:
         kinds.remove("list1")  # a mode pads through F.pad, which needs every dimension's pad
     padding_kind = draw(st.sampled_from(kinds))
     # Stride and a padding value are drawn for "valid"/"same" too, then overridden (as dtype and
@@ -89,25 +106,76 @@ def conv_cases(draw, *, dims=(1, 2, 3), quant=st.just(None), transposed=st.boole
                     "tuple": st.tuples(*[values] * dim)}.get(padding_kind, values))
     padding = padding_kind if padding_kind in ("valid", "same") else padding
 
+    # The context: an explicit pad before a conv with padding 0 (the conv's padding zeroed in
+    # its own spelling), an epilogue, the weights as graph inputs. Drawn always, then
+    # overridden where the case cannot take them (the shrinker's shortest-first order again).
+    prologue = draw(_prologue(dim)) if context else None
+    if prologue is not None and padding_kind != "same" and mode == "zeros":
+        padding = _zeroed(padding)
+    else:
+        prologue = None
+    epilogue = draw(_epilogue()) if context else ()
+    weights = draw(st.sampled_from(["constant"] * CONTEXT_OFF + ["input"])) if context else "constant"
+    weights = "constant" if mode != "zeros" else weights
+
     k, s, d = spatial(kernel, dim), spatial(stride, dim), spatial(dilation, dim)
     p = (0,) * dim if padding in ("valid", "same") else spatial(padding, dim)
     output_padding = draw(_output_padding(dim, s, d)) if is_t else 0
     sizes = []
     for i in range(dim):
         extent = d[i] * (k[i] - 1) + 1
+        # The prologue's pads of this dimension (F.pad's order: last dimension first).
+        pre = sum(prologue[1][2 * (dim - 1 - i):2 * (dim - i)]) if prologue else 0
         if is_t:
             # out = (L-1)*s - 2p + extent + output_padding > 0
             low = max(1, math.ceil((2 * p[i] - extent + 1) / s[i]) + 1)
         else:
-            low = max(1, extent - 2 * p[i]) if padding != "same" else 1
+            low = max(1, extent - 2 * p[i] - pre) if padding != "same" else 1
             low = max(low, _fits_mode(mode, padding, extent, p[i]))
-        sizes.append(draw(st.integers(low, low + (SMALL_3D["extra_size"] if small else 8))))
+        extra = SMALL_3D["extra_size"] if small or wide else 8
+        sizes.append(draw(st.integers(low, low + extra)))
     return ConvCase(
         dim=dim, transposed=is_t, in_channels=in_ch, out_channels=out_ch, kernel_size=kernel,
         stride=stride, padding=padding, padding_mode=mode, dilation=dilation,
         output_padding=output_padding, groups=groups, bias=draw(st.booleans()),
         input_shape=(draw(batch), in_ch, *sizes), dtype=dtype, quant=q,
+        prologue=prologue, epilogue=epilogue, weights=weights,
     )
+
+
+def _zeroed(padding):
+    """The padding 0 in the same spelling ("valid" stays)."""
+    if isinstance(padding, str):
+        return padding
+    return tuple(0 for _ in padding) if isinstance(padding, tuple) else 0
+
+
+def _prologue(dim: int) -> st.SearchStrategy:
+    """None (mostly), or an explicit F.pad of every spatial dimension: a zero pad (what
+    TF-style "same" exports as) or a non-zero constant."""
+    pad = st.tuples(*[st.integers(0, 2)] * (2 * dim))
+    value = st.sampled_from([0.0, 0.0, 0.5, -1.0])
+    on = st.sampled_from([False] * CONTEXT_OFF + [True])
+    return st.tuples(on, pad, value).map(lambda t: ("pad", t[1], t[2]) if t[0] else None)
+
+
+BOUNDS_LOW, BOUNDS_HIGH = [0.0, -1.0, -0.5], [6.0, 1.0, 0.5, 2.0]
+
+
+def _epilogue() -> st.SearchStrategy:
+    """() (mostly), or one op or a short sequence the delegates fuse or fold (conv -> relu,
+    conv -> bn -> relu, residual add), with bounds drawn for hardtanh and clamp."""
+    low, high = st.sampled_from(BOUNDS_LOW), st.sampled_from(BOUNDS_HIGH)
+    hardtanh = st.tuples(st.just("hardtanh"), low, high)
+    clamp = st.one_of(st.tuples(st.just("clamp"), low, high),
+                      st.tuples(st.just("clamp"), low, st.none()),
+                      st.tuples(st.just("clamp"), st.none(), high))
+    one = st.one_of(st.sampled_from(["relu", "relu6", "batchnorm", "add"]), hardtanh, clamp)
+    sequences = st.sampled_from([("batchnorm", "relu"), ("batchnorm", "relu6"), ("add", "relu"),
+                                 ("batchnorm", "add", "relu")])
+    on = st.sampled_from([False] * CONTEXT_OFF + [True])
+    return st.tuples(on, st.one_of(one.map(lambda op: (op,)), sequences)).map(
+        lambda t: t[1] if t[0] else ())
 
 
 def _output_padding(dim: int, stride: tuple, dilation: tuple) -> st.SearchStrategy:
@@ -134,3 +202,25 @@ def quant_cases(schemes=("int8_per_tensor", "int8_per_channel")):
 def mixed_cases():
     """The default generator of ``harness run``: fp32 and int8 cases together."""
     return st.one_of(conv_cases(), quant_cases())
+
+
+# The strata of a run's first cases (generate.py): each padding spelling with 1d and 2d, float
+# and int8, so that a small run (the quick default's 12) is a fair first look at every axis a
+# newcomer reads the matrix by, not one bug drawn ten times. (spelling, dim, quantized)
+# A full-rank tuple in 1d is a length-1 list: "tuple" strata are 2d.
+STRATA = [
+    ("int", 2, False), ("list1", 1, False), ("tuple", 2, True), ("valid", 1, True),
+    ("same", 2, False), ("int", 1, True), ("tuple", 2, False), ("list1", 2, True),
+    ("valid", 2, False), ("same", 1, False),
+]
+
+
+def stratum(spelling: str, dim: int, quantized: bool) -> st.SearchStrategy:
+    """Cases of one stratum: that padding spelling and dimension, int8 (either scheme) or
+    float; the rest drawn as ever."""
+    if quantized:
+        return conv_cases(dims=(dim,), quant=st.sampled_from(["int8_per_tensor", "int8_per_channel"]),
+                          transposed=st.just(False), spellings=(spelling,))
+    # string paddings are not for transposed convs: drawn non-transposed there
+    transposed = st.just(False) if spelling in ("valid", "same") else st.booleans()
+    return conv_cases(dims=(dim,), transposed=transposed, spellings=(spelling,))

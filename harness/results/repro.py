@@ -9,7 +9,8 @@ from pathlib import Path
 import torch
 
 from harness.stages import backends
-from harness.stages.build import case_seed, module_class, module_kwargs
+from harness.stages.build import (case_seed, context_source, input_names, module_class,
+                                  module_kwargs)
 from harness.stages.compare import LOW_PRECISION_STEPS
 from harness.results.report import environment
 from harness.runfolder import RunFolder, RunFolderError
@@ -30,7 +31,24 @@ def script(case: ConvCase, backend: str, fixes: str, status: str = "?", message:
         input_shape=tuple(case.input_shape), quant=case.quant, dtype=case.dtype,
         low_precision_steps=LOW_PRECISION_STEPS.get(getattr(torch, case.dtype)),
         per_channel=case.quant == "int8_per_channel",
+        context=context_source(case) if case.has_context else None,
+        input_names=input_names(case), inputs_expr=inputs_expr(case, "inputs"),
+        # build.calibration_inputs' salts: the test input, then calib0..2
+        calib_exprs=[inputs_expr(case, s) for s in ("inputs", "calib0", "calib1", "calib2")],
         runtime_name=backends.get(backend).runtime_name, runtime_library=runtime_library)
+
+
+def inputs_expr(case: ConvCase, salt: str) -> str:
+    """The repro's expression for every graph input (build.make_inputs with ``salt``): x and
+    the residuals drawn from their seeds, the weight and bias the conv's own."""
+    def draw(shape, name):
+        return f"draw({tuple(shape)!r}, {case_seed(case, name) % (2**63)})"
+
+    parts = [draw(case.input_shape, salt)]
+    if case.weights == "input":
+        parts += ["conv.weight.detach()"] + (["conv.bias.detach()"] if case.bias else [])
+    parts += [draw(case.output_shape(), f"{salt}:residual{i}") for i in range(case.residual_count())]
+    return "(" + ", ".join(parts) + ",)"
 
 
 def write_for_run(run_dir: str | os.PathLike, df) -> int:

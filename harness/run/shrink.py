@@ -84,13 +84,18 @@ def neighbours(draw, case: ConvCase):
     mode = draw(_choices(["zeros"], case.padding_mode))
     output_padding = per_dim(case.output_padding, [0]) if transposed else 0
     batch = draw(_choices([1], case.input_shape[0]))
+    # The context towards none (a pad of another rank is a CaseError: not drawn).
+    prologue = draw(_choices([None], case.prologue)) if case.prologue else None
+    epilogue = draw(_choices([()], case.epilogue)) if case.epilogue else ()
+    weights = draw(_choices(["constant"], case.weights))
     try:
         return ConvCase(dim=dim, transposed=transposed, in_channels=in_ch, out_channels=out_ch,
                         kernel_size=kernel, stride=stride, padding=padding, padding_mode=mode,
                         dilation=dilation, output_padding=output_padding, groups=groups,
                         bias=draw(_choices([False], case.bias)),
                         input_shape=(batch, in_ch, *sizes),
-                        dtype=draw(_choices(["float32"], case.dtype)), quant=quant)
+                        dtype=draw(_choices(["float32"], case.dtype)), quant=quant,
+                        prologue=prologue, epilogue=epilogue, weights=weights)
     except CaseError:
         assume(False)
 

@@ -55,21 +55,121 @@ def torch_dtype(case: ConvCase) -> torch.dtype:
     return getattr(torch, case.dtype)
 
 
-def build_module(case: ConvCase) -> torch.nn.Module:
-    """The eager module; raises whatever PyTorch raises for an illegal configuration."""
-    cls = module_class(case)
-    module = cls(**module_kwargs(case))
+def build_conv(case: ConvCase) -> torch.nn.Module:
+    """The case's nn.Conv* with its weights drawn (float32; seeded from the case id)."""
+    module = module_class(case)(**module_kwargs(case))
     g = generator(case, "weights")
     with torch.no_grad():
         for p in module.parameters():
             p.copy_(torch.rand(p.shape, generator=g) * 2 - 1)
+    return module
+
+
+def build_module(case: ConvCase) -> torch.nn.Module:
+    """The eager module; raises whatever PyTorch raises for an illegal configuration.
+
+    A case without context is the nn.Conv* itself. With context (prologue, epilogue, weights
+    as inputs) it is ``Model`` of ``context_source(case)``: the same source text the repro
+    script carries, so the graph a cell lowers and the one its repro builds are one text."""
+    conv = build_conv(case)
+    if case.has_context:
+        namespace = {"torch": torch}
+        exec(compile(context_source(case), f"<convconf model {case.case_id}>", "exec"), namespace)
+        conv = namespace["Model"](conv)
     # Drawn in float32 and then cast: the same stream of numbers for every dtype.
-    return module.to(torch_dtype(case)).eval()
+    return conv.to(torch_dtype(case)).eval()
 
 
-def make_inputs(case: ConvCase, salt: str = "inputs") -> tuple[torch.Tensor]:
+def input_names(case: ConvCase) -> list[str]:
+    """The graph's inputs, in order: x, then the weight and bias (weights="input"), then one
+    residual per "add" of the epilogue."""
+    names = ["x"]
+    if case.weights == "input":
+        names += ["weight"] + (["bias"] if case.bias else [])
+    return names + [f"residual{i}" for i in range(case.residual_count())]
+
+
+def make_inputs(case: ConvCase, salt: str = "inputs") -> tuple[torch.Tensor, ...]:
+    """Every graph input (``input_names``), in the case's dtype. ``salt`` draws the
+    activations (x, residuals); the weights are the case's own whatever the salt."""
     x = torch.randn(case.input_shape, generator=generator(case, salt))
-    return (x.to(torch_dtype(case)),)
+    found = [x]
+    if case.weights == "input":
+        conv = build_conv(case)
+        found += [conv.weight.detach()] + ([conv.bias.detach()] if case.bias else [])
+    for i in range(case.residual_count()):
+        found.append(torch.randn(case.output_shape(), generator=generator(case, f"{salt}:residual{i}")))
+    return tuple(t.to(torch_dtype(case)) for t in found)
+
+
+def batchnorm_stats(case: ConvCase, index: int) -> dict[str, torch.Tensor]:
+    """Random eval-mode statistics and affine parameters of the epilogue's ``index``-th op (a
+    batchnorm), seeded from the case id: a variance in [0.5, 2), a mean and shift ~N(0, 0.5),
+    a scale in [0.5, 1.5)."""
+    g = generator(case, f"batchnorm{index}")
+    c = case.out_channels
+    return {"running_mean": torch.randn(c, generator=g) * 0.5,
+            "running_var": torch.rand(c, generator=g) * 1.5 + 0.5,
+            "weight": torch.rand(c, generator=g) + 0.5,
+            "bias": torch.randn(c, generator=g) * 0.5}
+
+
+def _functional_conv(case: ConvCase) -> str:
+    """The call of the functional conv, arguments exactly as the case spells them."""
+    def arg(v):
+        return repr(list(v) if isinstance(v, tuple) else v)
+
+    name = ("conv_transpose" if case.transposed else "conv") + f"{case.dim}d"
+    bias = "bias" if case.bias else "None"
+    if case.transposed:  # F.conv_transpose*d(input, weight, bias, stride, padding, output_padding, groups, dilation)
+        return (f"torch.nn.functional.{name}(x, weight, {bias}, stride={arg(case.stride)}, "
+                f"padding={arg(case.padding)}, output_padding={arg(case.output_padding)}, "
+                f"groups={case.groups}, dilation={arg(case.dilation)})")
+    return (f"torch.nn.functional.{name}(x, weight, {bias}, stride={arg(case.stride)}, "
+            f"padding={arg(case.padding)}, dilation={arg(case.dilation)}, groups={case.groups})")
+
+
+def context_source(case: ConvCase) -> str:
+    """Python source of ``class Model(torch.nn.Module)`` for a case with context: built from
+    the case alone (batchnorm statistics are literals), so build_module and the repro script
+    exec the same text. ``Model(conv)`` takes the case's nn.Conv* with its weights drawn."""
+    lines = ["class Model(torch.nn.Module):",
+             f'    """{case.case_id}: the conv in context."""', "",
+             "    def __init__(self, conv):", "        super().__init__()"]
+    if case.weights == "constant":
+        lines.append("        self.conv = conv")
+    else:
+        lines.append("        # weights=\"input\": the weight and bias are graph inputs (conv unused)")
+    body = []
+    if case.prologue is not None:
+        _, pads, value = case.prologue
+        body.append(f"x = torch.nn.functional.pad(x, {list(pads)!r}, value={float(value)!r})")
+    body.append(f"y = {'self.conv(x)' if case.weights == 'constant' else _functional_conv(case)}")
+    residual = 0
+    for i, op in enumerate(case.epilogue):
+        if op == "relu":
+            body.append("y = torch.nn.functional.relu(y)")
+        elif op == "relu6":
+            body.append("y = torch.nn.functional.relu6(y)")
+        elif op == "batchnorm":
+            lines.append(f"        self.bn{i} = torch.nn.BatchNorm{case.dim}d({case.out_channels})")
+            lines.append("        with torch.no_grad():")
+            for k, t in batchnorm_stats(case, i).items():
+                target = f"self.bn{i}.{k}"
+                # float32 values as the shortest double repr: the literal reads back exactly
+                lines.append(f"            {target}.copy_(torch.tensor({t.tolist()!r}))")
+            body.append(f"y = self.bn{i}(y)")
+        elif op == "add":
+            body.append(f"y = y + residual{residual}")
+            residual += 1
+        elif op[0] == "hardtanh":
+            body.append(f"y = torch.nn.functional.hardtanh(y, {float(op[1])!r}, {float(op[2])!r})")
+        else:  # clamp
+            low, high = (None if v is None else float(v) for v in op[1:])
+            body.append(f"y = torch.clamp(y, {low!r}, {high!r})")
+    args = ", ".join(["self"] + input_names(case))
+    lines += ["", f"    def forward({args}):"] + [f"        {b}" for b in body] + ["        return y", ""]
+    return "\n".join(lines)
 
 
 def upcast_reference(module: torch.nn.Module, inputs: tuple, dtype: torch.dtype) -> torch.Tensor:
@@ -81,7 +181,7 @@ def upcast_reference(module: torch.nn.Module, inputs: tuple, dtype: torch.dtype)
         return wide(*(x.float() for x in inputs)).to(dtype)
 
 
-def calibration_inputs(case: ConvCase, n: int = 4) -> list[tuple[torch.Tensor]]:
+def calibration_inputs(case: ConvCase, n: int = 4) -> list[tuple[torch.Tensor, ...]]:
     """Inputs the quantizer's observers see; the test input is among them, so no value of it
     falls outside the calibrated range (that clipping would be the quantizer's doing, not the
     delegate's)."""

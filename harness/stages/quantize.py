@@ -48,9 +48,21 @@ def _supported_ops(quantizer) -> str:
 
 
 def output_qparams(converted) -> tuple[float, int] | None:
-    """(scale, zero_point) of the quantize op that feeds the graph output, if any."""
+    """(scale, zero_point) of the dequantize op the graph output comes from, if any: the output
+    node itself, or the nearest one upstream through ops left in float (an epilogue the
+    quantizer did not annotate, e.g. a clamp after the int8 conv: it only narrows the range,
+    so the conv's output step stays the unit of error)."""
     output = next(n for n in converted.graph.nodes if n.op == "output")
     node = output.args[0][0] if isinstance(output.args[0], (list, tuple)) else output.args[0]
-    if "dequantize" in str(node.target):
-        return float(node.args[1]), int(node.args[2])
+    while getattr(node, "op", None) == "call_function":
+        if "dequantize" in str(node.target):
+            return float(node.args[1]), int(node.args[2])
+        if not any(name in str(node.target) for name in _RANGE_ONLY_OPS):
+            return None
+        node = node.args[0]
     return None
+
+
+# Unary ops that only clip the range: between the conv's dequantize and the output they change
+# no value's rounding.
+_RANGE_ONLY_OPS = ("relu", "hardtanh", "clamp")
