@@ -223,6 +223,10 @@ INT8_CONTROLS = {
     "per-channel dw batch 1": q8(8, 8, 3, (1, 8, 6, 6), "int8_per_channel", padding=1, groups=8),
     "per-tensor conv1d batch 1": ConvCase(dim=1, in_channels=4, out_channels=4, kernel_size=3,
                                           input_shape=(1, 4, 9), quant="int8_per_tensor"),
+    # q8ta does not fuse a grouped conv with 2 output channels per group: the int8 fixes stay out
+    "per-channel grouped 2 per group, batch 2": q8(4, 4, 3, (2, 4, 8, 8), "int8_per_channel",
+                                                   groups=2),
+    "per-tensor grouped 2 per group": q8(4, 4, 3, (1, 4, 8, 8), "int8_per_tensor", groups=2),
 }
 
 

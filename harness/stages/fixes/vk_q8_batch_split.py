@@ -31,7 +31,10 @@ Why not "keep it out of the delegate": a float conv with batch > 1 stays outside
 
 Only non-transposed 2d static int8 convs (dequantized input, a constant weight behind a
 dequantize, bias a constant or absent) with batch > 1 whose one reader is the output quantize,
-itself read by dequantizes only; everything else is left alone.
+itself read by dequantizes only, and which the q8ta pattern fuses (``vk_util.q8ta_fuses``: a
+grouped conv with output channels per group not a multiple of 4 is not fused, and a batch-1
+copy of it would go to the float path and abort, where the batched one stays outside the
+delegate); everything else is left alone.
 """
 
 from __future__ import annotations
@@ -42,13 +45,14 @@ from executorch.exir.pass_base import ExportedProgramPassBase
 from harness.stages.fixes import register
 from harness.stages.fixes.base import Fix, is_call
 from harness.stages.fixes.vk_util import (BIAS, INPUT, WEIGHT, add_constant, conv2d, constant_tensor,
-                                          drop_if_unused, edge_ops, finish, new_node, unique_name)
+                                          drop_if_unused, edge_ops, finish, new_node, q8ta_fuses,
+                                          unique_name)
 
 
 def matches(conv) -> dict | None:
     """(conv args + its q/dq nodes) when ``conv`` is a static int8 conv2d with batch > 1."""
     p = conv2d(conv)
-    if p is None or p["batch"] <= 1:
+    if p is None or p["batch"] <= 1 or not q8ta_fuses(p):
         return None
     dq_in, dq_w = p["x"], p["w"]
     if not is_call(dq_in, "quantized_decomposed.dequantize_per_tensor.default"):

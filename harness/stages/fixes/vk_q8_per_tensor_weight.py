@@ -22,8 +22,11 @@ scale; it is judged by the int8 policy against the quantized eager model, like a
 
 Only non-transposed 2d convs (4-d weight) whose weight is a constant placeholder behind a
 ``dequantize_per_tensor`` and whose input is dequantized (a static int8 conv), and only when every
-reader of that dequantize is such a conv's weight; a transposed conv's per-channel axis is 1 and
-is left alone, as are conv1d and float convs.
+reader of that dequantize is such a conv's weight, and only where the q8ta pattern then fuses the
+conv (``vk_util.q8ta_fuses``: not a grouped conv with output channels per group not a multiple
+of 4, which would leave the stock LOWER_ERROR for the float path's runtime abort, nor a depthwise
+conv with ``OC % 4 != 0``, which asserts later in the same pattern); a transposed conv's
+per-channel axis is 1 and is left alone, as are conv1d and float convs.
 """
 
 from __future__ import annotations
@@ -34,13 +37,13 @@ from executorch.exir.pass_base import ExportedProgramPassBase
 from harness.stages.fixes import register
 from harness.stages.fixes.base import Fix, is_call
 from harness.stages.fixes.vk_util import (INPUT, WEIGHT, add_constant, constant_tensor, conv2d,
-                                          edge_ops, finish, new_node, unique_name)
+                                          edge_ops, finish, new_node, q8ta_fuses, unique_name)
 
 
 def _weight_reader(node) -> bool:
     p = conv2d(node)
     return p is not None and is_call(node.args[INPUT], "dequantize") and \
-        node.args[WEIGHT] is not None
+        node.args[WEIGHT] is not None and q8ta_fuses(p)
 
 
 def matches(dq) -> bool:

@@ -141,3 +141,18 @@ def finish(ep, modified: bool):
         # a rewritten output node (the conv replaced by another node) renames the user output
         ep._graph_signature = _get_updated_graph_signature(ep.graph_signature, ep.graph_module)
     return ExportedProgramPassResult(ep, modified)
+
+
+def q8ta_fuses(p: dict) -> bool:
+    """Whether Vulkan's q8ta pattern (``patterns/quantized_convolution.py``) takes this int8
+    non-transposed conv2d once its weight scales are traceable: a grouped, non-depthwise conv
+    needs output channels per group a multiple of 4 (else the pattern declines and the conv
+    goes to the float path with a dequantized weight, which aborts at runtime), and a depthwise
+    one needs ``OC % 4 == 0`` (else an assert at lowering). An int8 fix leaves any other conv
+    as it is, so that it never turns one failure into another."""
+    groups, out_channels = p["groups"], p["cout"]
+    if 1 < groups < out_channels and (out_channels // groups) % 4 != 0:
+        return False
+    w = p["w"].meta["val"]
+    depthwise = int(w.shape[1]) == 1 and groups == out_channels
+    return not (depthwise and out_channels % 4 != 0)
