@@ -279,3 +279,42 @@ def test_small_runs_are_stratified(seed):
     assert not all(c.in_channels == c.out_channels == 1 for c in strata)  # not the simplest
     assert [c.case_id for c in generate(12, seed)] == [c.case_id for c in cases]
     assert [c.case_id for c in generate(12, seed + 100)] != [c.case_id for c in cases]
+
+
+@pytest.mark.slow
+def test_the_bundle_feeds_every_input(vulkan_runtime, tmp_path):
+    """A bundled cell carries one raw file per graph input, in order, and the device side's
+    result ingests to the status the local lane had."""
+    from harness.stages.build import torch_dtype
+
+    case = ConvCase(**BASE, epilogue=["add", "relu"], weights="input")
+    cases = tmp_path / "cases.json"
+    cases.write_text(json.dumps([case.to_dict()]))
+
+    def harness(*args):
+        return subprocess.run([sys.executable, "-m", "harness", *map(str, args)],
+                              capture_output=True, text=True, timeout=900)
+
+    run = tmp_path / "run"
+    proc = harness("run", "--out", run, "--backends", "vulkan", "--cases", cases,
+                   "--max-examples", 0, "-j", 1, "--no-cache", "--no-progress",
+                   "--vulkan-runtime", vulkan_runtime.library)
+    assert proc.returncode == 0, proc.stderr
+    made = harness("bundle", run, "--out", tmp_path / "b")
+    local = matrix.read(run)
+    if made.returncode != 0:  # nothing lowered to bundle is the local row's own verdict
+        assert local.loc[0, "status"] in ("LOWER_ERROR", "INVALID"), made.stderr
+        return
+    files = sorted((tmp_path / "b" / "cells" / "0001").glob("input*.bin"))
+    assert [f.name for f in files] == [f"input{i}.bin" for i in range(4)]
+    shapes = [case.input_shape, (8, 4, 3, 3), (8,), case.output_shape()]
+    itemsize = torch.empty((), dtype=torch_dtype(case)).element_size()
+    assert [f.stat().st_size for f in files] == [itemsize * torch.Size(s).numel() for s in shapes]
+    device = subprocess.run(["sh", str(tmp_path / "b" / "run.sh"), str(tmp_path / "results")],
+                            capture_output=True, text=True, timeout=900,
+                            env={"PATH": "/usr/bin:/bin"})
+    assert device.returncode == 0, device.stderr
+    back = harness("ingest", run, tmp_path / "results", "--device-name", "lavapipe")
+    assert back.returncode == 0, back.stderr
+    df = matrix.read(run)
+    assert df[df.backend == "vulkan@lavapipe"].status.tolist() == local.status.tolist()
