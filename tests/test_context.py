@@ -271,11 +271,11 @@ def test_strategies_reach_every_context_value():
 def test_small_runs_are_stratified(seed):
     cases = generate(12, seed)
     assert len(cases) == 12
-    assert {bool(c.quant) for c in cases} == {False, True}
+    assert {c.quant for c in cases} == {None, "int8_per_tensor", "int8_per_channel"}
     assert {c.dim for c in cases} >= {1, 2}
     assert {c.padding_spelling for c in cases} == {"int", "tuple", "list1", "valid", "same"}
     strata = cases[:len(STRATA)]
-    assert [(c.padding_spelling, c.dim, bool(c.quant)) for c in strata] == STRATA
+    assert [(c.padding_spelling, c.dim, c.quant) for c in strata] == STRATA
     assert not all(c.in_channels == c.out_channels == 1 for c in strata)  # not the simplest
     assert [c.case_id for c in generate(12, seed)] == [c.case_id for c in cases]
     assert [c.case_id for c in generate(12, seed + 100)] != [c.case_id for c in cases]
