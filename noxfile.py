@@ -32,6 +32,7 @@ def nightly(session):
     """Nightly: the large Hypothesis profile, full matrix + report, JUnit XML for CI."""
     out = session.posargs[0] if session.posargs else "runs/nightly"
     session.env["HYPOTHESIS_PROFILE"] = "nightly"
+    session.env["CONVCONF_CORPUS"] = "nightly"  # cases/nightly/*.json too (test_corpus.py)
     session.run("python", "-m", "pytest", "-n", "auto", f"--junitxml={out}-pytest-junit.xml")
     # the convs of real models (cases/models, written by `harness cases from-model`; running
     # them needs no transformers), at their real shapes: a report of its own, not gated yet
@@ -105,7 +106,7 @@ def etsuite(session):
     """ExecuTorch's own conv operator tests (from the installed wheel, our Vulkan plug-in loaded)
     beside ours, per configuration and flow: OUT/etsuite.{csv,json,md} (agree / disagree with a
     reason class; every unexplained disagreement listed); the configurations with our statuses as
-    OUT/etsuite_conv.json (copy to cases/ to update the corpus). ~1 h on 2 busy cores.
+    OUT/etsuite_conv.json (copy to cases/nightly/ to update the corpus). ~1 h on 2 busy cores.
 
     nox -s etsuite -- [OUT] [--files test_conv2d ...] [--flows vulkan ...] [--tests NAME ...]
     nox -s etsuite -- OUT --table-only     (the side-by-side again from a finished OUT)"""

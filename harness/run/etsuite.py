@@ -11,7 +11,7 @@ so a subtest that killed its process is the one that started and never finished;
 runs the rest of that file and flow again without the tests already seen.
 
 The same configurations, read from the suite's test functions without lowering anything
-(``configurations``), become ConvCases (``cases/etsuite_conv.json``), which the harness runs on
+(``configurations``), become ConvCases (``cases/nightly/etsuite_conv.json``), which the harness runs on
 both backends, stock and with every fix. ``harness.results.etsuite`` puts the two side by side.
 
 Nothing heavy is imported at module level: the plug-in is imported by every suite subprocess.
