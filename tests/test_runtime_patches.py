@@ -338,3 +338,27 @@ def test_a_runtime_fix_whose_patch_does_not_apply_is_one_line_exit_2_nothing_wri
     assert rc == 2 and err.count("\n") == 1, err
     assert err.startswith("convconf: error: patch bad-context (bad-context.diff) does not apply")
     assert not out.exists()
+
+
+def test_a_repro_script_of_a_patched_lane_loads_the_patched_plug_in(tmp_path):
+    """The run header names each patch set's library and lanes; a repro script of a cell of such
+    a lane (an ingested @device lane too) loads that library, a stock cell the stock one, and a
+    fixed lane's script imports the fix registry that exists."""
+    from harness.lane import Lane
+    from harness.results import repro
+    from harness.runfolder import RunFolder
+    from harness.spec import ConvCase
+
+    lane = Lane("vulkan", ("vk-conv-int-list-broadcast", "vulkan-conv-padding"))
+    RunFolder(tmp_path).write_header({"vulkan_runtime": "/stock.so", "vulkan": {"patched": [
+        {"patches": [{"name": "vk-conv-int-list-broadcast"}], "lanes": [lane.name],
+         "library": "/patched.so"}]}})
+    assert repro.run_runtime_library(tmp_path) == "/stock.so"
+    assert repro.run_runtime_library(tmp_path, Lane("vulkan")) == "/stock.so"
+    assert repro.run_runtime_library(tmp_path, lane) == "/patched.so"
+    assert repro.run_runtime_library(tmp_path, lane.on("h200")) == "/patched.so"
+    case = ConvCase(dim=2, in_channels=3, out_channels=8, kernel_size=3, padding="valid",
+                    input_shape=(1, 3, 16, 16))
+    text = repro.script(case, "vulkan", lane.fixes_column, "PASS", "", "/patched.so")
+    assert '"/patched.so"' in text and "from harness.stages.fixes import get" in text
+    compile(text, "repro.py", "exec")

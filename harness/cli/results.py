@@ -3,6 +3,8 @@ diff."""
 
 from __future__ import annotations
 
+from harness.lane import Lane
+
 from pathlib import Path
 
 from harness.cli.common import (EXIT_FINDINGS, EXIT_OK, UsageError, check_known_issues,
@@ -185,7 +187,7 @@ def cmd_repro(args) -> int:
         if len(hit):
             status, message = hit.iloc[0]["status"], hit.iloc[0]["message"] or ""
     text = repro.script(cases[args.case_id], args.backend, fixes, status, message,
-                        repro.run_runtime_library(args.dir))
+                        repro.run_runtime_library(args.dir, Lane.of(args.backend, fixes)))
     path = RunFolder(args.dir).repro_path(args.case_id, args.backend, fixes)
     path.parent.mkdir(exist_ok=True)
     path.write_text(text)

@@ -13,6 +13,7 @@ from harness.stages.build import (case_seed, context_source, input_names, module
                                   module_kwargs)
 from harness.stages.compare import LOW_PRECISION_STEPS
 from harness.results.report import environment
+from harness.lane import Lane
 from harness.runfolder import RunFolder, RunFolderError
 from harness.spec import ConvCase
 from harness.status import Status
@@ -56,11 +57,11 @@ def write_for_run(run_dir: str | os.PathLike, df) -> int:
     folder = RunFolder(run_dir)
     folder.repro_dir.mkdir(exist_ok=True)
     cases = {c.case_id: c for c in load_run_cases(run_dir)}
-    library = run_runtime_library(run_dir)
     n = 0
     for r in df.itertuples():
         if r.status in (Status.PASS.value, Status.INVALID.value) or r.case_id not in cases:
             continue
+        library = run_runtime_library(run_dir, Lane.of(r.backend, r.fixes))
         text = script(cases[r.case_id], r.backend, r.fixes, r.status, r.message or "", library)
         folder.repro_path(r.case_id, r.backend, r.fixes).write_text(text)
         n += 1
@@ -71,6 +72,13 @@ def load_run_cases(run_dir: Path) -> list[ConvCase]:
     return RunFolder(run_dir).cases()  # RunFolderError (a ValueError) names the file
 
 
-def run_runtime_library(run_dir: Path) -> str | None:
-    """The Vulkan plug-in a run executed with (its run.json), for repro scripts to load."""
-    return RunFolder(run_dir).header_or_empty().get("vulkan_runtime")
+def run_runtime_library(run_dir: Path, lane: Lane | None = None) -> str | None:
+    """The Vulkan plug-in a run executed ``lane``'s cells with (its run.json: a lane with runtime
+    patches ran on the plug-in built with them), for repro scripts to load."""
+    header = RunFolder(run_dir).header_or_empty()
+    if lane is not None:
+        local = Lane(lane.backend, lane.fixes).name  # an ingested @device lane: the same program
+        for entry in (header.get("vulkan") or {}).get("patched") or []:
+            if local in entry.get("lanes", ()) and entry.get("library"):
+                return entry["library"]
+    return header.get("vulkan_runtime")
