@@ -111,7 +111,10 @@ def features(r: CellResult) -> dict:
             "padding_mode": c.padding_mode, "dtype": c.dtype, "batch > 1": c.input_shape[0] > 1,
             "output_padding > 0": max(c.spatial("output_padding")) > 0,
             # with "transposed" as the second feature of a rule: transposed with dilation
-            "dilation > 1": max(c.spatial("dilation")) > 1, "stride > 1": max(c.spatial("stride")) > 1}
+            "dilation > 1": max(c.spatial("dilation")) > 1, "stride > 1": max(c.spatial("stride")) > 1,
+            # the conv in context (spec.py): what runs before and after it, where its weights come from
+            "epilogue": ".".join(e if isinstance(e, str) else e[0] for e in c.epilogue) or "none",
+            "prologue": c.prologue is not None, "weights": c.weights}
 
 
 @dataclass
