@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 
 import torch
+from torch.fx.passes.infra.pass_base import PassResult
 
 
 class Fix:
@@ -38,3 +39,11 @@ class Fix:
 def is_call(node, name: str) -> bool:
     """``node`` is an FX call of an op whose qualified name contains ``name``."""
     return isinstance(node, torch.fx.Node) and node.op == "call_function" and name in str(node.target)
+
+
+def pass_result(graph_module, modified: bool) -> PassResult:
+    """A graph pass's ending: lint and recompile the module when the pass changed it."""
+    if modified:
+        graph_module.graph.lint()
+        graph_module.recompile()
+    return PassResult(graph_module, modified)

@@ -28,7 +28,7 @@ from __future__ import annotations
 from torch.fx.passes.infra.pass_base import PassBase, PassResult
 
 from harness.stages.fixes import register
-from harness.stages.fixes.base import Fix
+from harness.stages.fixes.base import Fix, pass_result
 from harness.stages.fixes.vk_util import (PADDING, check_same_shape, conv2d, edge_ops, fake_val,
                                           is_float_conv, new_node, vulkan_depthwise)
 
@@ -63,10 +63,7 @@ class DepthwiseExplicitPadPass(PassBase):
             check_same_shape(conv, new_val)
             conv.meta["val"] = new_val
             modified = True
-        if modified:
-            graph.lint()
-            graph_module.recompile()
-        return PassResult(graph_module, modified)
+        return pass_result(graph_module, modified)
 
 
 @register

@@ -17,7 +17,7 @@ import torch
 from torch.fx.passes.infra.pass_base import PassBase, PassResult
 
 from harness.stages.fixes import register
-from harness.stages.fixes.base import Fix, is_call
+from harness.stages.fixes.base import Fix, is_call, pass_result
 
 
 def _edge_ops():
@@ -95,10 +95,7 @@ class FoldTemporalPadIntoConv1dPass(PassBase):
                 conv.replace_all_uses_with(crop, delete_user_cb=lambda u, crop=crop: u is not crop)
             graph.erase_node(pad)
             modified = True
-        if modified:
-            graph.lint()
-            graph_module.recompile()
-        return PassResult(graph_module, modified)
+        return pass_result(graph_module, modified)
 
 
 @register

@@ -41,7 +41,7 @@ import torch
 from torch.fx.passes.infra.pass_base import PassBase, PassResult
 
 from harness.stages.fixes import register
-from harness.stages.fixes.base import Fix, is_call
+from harness.stages.fixes.base import Fix, is_call, pass_result
 
 # aten.convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
 STRIDE, TRANSPOSED, OUTPUT_PADDING = 3, 6, 7
@@ -130,10 +130,7 @@ class TransposedConvOutputPaddingPass(PassBase):
                                      f"{tuple(conv.meta['val'].shape)}")
             conv.meta["val"] = new_val
             modified = True
-        if modified:
-            graph.lint()
-            graph_module.recompile()
-        return PassResult(graph_module, modified)
+        return pass_result(graph_module, modified)
 
 
 @register
