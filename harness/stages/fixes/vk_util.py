@@ -149,10 +149,15 @@ def q8ta_fuses(p: dict) -> bool:
     needs output channels per group a multiple of 4 (else the pattern declines and the conv
     goes to the float path with a dequantized weight, which aborts at runtime), and a depthwise
     one needs ``OC % 4 == 0`` (else an assert at lowering). An int8 fix leaves any other conv
-    as it is, so that it never turns one failure into another."""
+    as it is, so that it never turns one failure into another. Nor does it act on a grouped,
+    non-depthwise 1x1 conv: q8ta's pointwise path ignores the groups (int8 Conv2d(8, 8, 1,
+    groups=2) is MISMATCH stock, cases/vulkan_runtime_findings.json), so a per-tensor one that
+    the fix let through would turn a loud LOWER_ERROR into a silent MISMATCH."""
     groups, out_channels = p["groups"], p["cout"]
     if 1 < groups < out_channels and (out_channels // groups) % 4 != 0:
         return False
     w = p["w"].meta["val"]
+    if 1 < groups < out_channels and all(int(k) == 1 for k in w.shape[2:]):
+        return False
     depthwise = int(w.shape[1]) == 1 and groups == out_channels
     return not (depthwise and out_channels % 4 != 0)
