@@ -77,7 +77,7 @@ def run_runtime_library(run_dir: Path, lane: Lane | None = None) -> str | None:
     patches ran on the plug-in built with them), for repro scripts to load."""
     header = RunFolder(run_dir).header_or_empty()
     if lane is not None:
-        local = Lane(lane.backend, lane.fixes).name  # an ingested @device lane: the same program
+        local = lane.on(None).name  # an ingested @device lane: the same program
         for entry in (header.get("vulkan") or {}).get("patched") or []:
             if local in entry.get("lanes", ()) and entry.get("library"):
                 return entry["library"]

@@ -47,3 +47,10 @@ def pass_result(graph_module, modified: bool) -> PassResult:
         graph_module.graph.lint()
         graph_module.recompile()
     return PassResult(graph_module, modified)
+
+
+def check_same_shape(conv, new_val) -> None:
+    """A rewrite must not move the conv's output: its new fake value has the old shape."""
+    if tuple(new_val.shape) != tuple(conv.meta["val"].shape):
+        raise AssertionError(f"{conv.name}: rewritten shape {tuple(new_val.shape)} != "
+                             f"{tuple(conv.meta['val'].shape)}")

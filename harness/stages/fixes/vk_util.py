@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from harness.stages.fixes.base import is_call
+from harness.stages.fixes.base import check_same_shape, is_call, pass_result  # noqa: F401
 
 # aten.convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
 INPUT, WEIGHT, BIAS, STRIDE, PADDING, DILATION, TRANSPOSED, OUTPUT_PADDING, GROUPS = range(9)
@@ -124,20 +124,13 @@ def unique_name(ep, base: str) -> str:
     return f"{base}_{i}"
 
 
-def check_same_shape(conv, new_val) -> None:
-    if tuple(new_val.shape) != tuple(conv.meta["val"].shape):
-        raise AssertionError(f"{conv.name}: rewritten shape {tuple(new_val.shape)} != "
-                             f"{tuple(conv.meta['val'].shape)}")
-
-
 def finish(ep, modified: bool):
     from executorch.exir.pass_base import ExportedProgramPassResult
 
     from executorch.exir._program_utils import _get_updated_graph_signature
 
+    pass_result(ep.graph_module, modified)
     if modified:
-        ep.graph_module.graph.lint()
-        ep.graph_module.recompile()
         # a rewritten output node (the conv replaced by another node) renames the user output
         ep._graph_signature = _get_updated_graph_signature(ep.graph_signature, ep.graph_module)
     return ExportedProgramPassResult(ep, modified)

@@ -41,7 +41,7 @@ import torch
 from torch.fx.passes.infra.pass_base import PassBase, PassResult
 
 from harness.stages.fixes import register
-from harness.stages.fixes.base import Fix, is_call, pass_result
+from harness.stages.fixes.base import Fix, check_same_shape, is_call, pass_result
 
 # aten.convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
 STRIDE, TRANSPOSED, OUTPUT_PADDING = 3, 6, 7
@@ -125,9 +125,7 @@ class TransposedConvOutputPaddingPass(PassBase):
             args[0], args[OUTPUT_PADDING] = conv_input, new_out_pad
             conv.args = tuple(args)
             new_val = _fake_val(conv.target, conv.args)
-            if tuple(new_val.shape) != tuple(conv.meta["val"].shape):  # the window must not move
-                raise AssertionError(f"{conv.name}: rewritten shape {tuple(new_val.shape)} != "
-                                     f"{tuple(conv.meta['val'].shape)}")
+            check_same_shape(conv, new_val)  # the window must not move
             conv.meta["val"] = new_val
             modified = True
         return pass_result(graph_module, modified)
