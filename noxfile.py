@@ -51,7 +51,8 @@ def nightly(session):
 def bisect(session):
     """The seed corpus against several executorch releases, then diffs between neighbours.
 
-    nox -s bisect -- 1.5.1 1.4.1   (oldest last or first: diffs follow the order given)"""
+    nox -s bisect -- 1.5.1 1.4.1   (oldest last or first: diffs follow the order given)
+    BISECT_FIXES=all (default: each), BISECT_EXAMPLES=20 (generated cases beside the corpus)"""
     releases = session.posargs or ["1.5.1", "1.4.1"]
     root = Path("runs/bisect")
     runs = []
@@ -89,7 +90,10 @@ def bisect(session):
         out = root / release
         session.run(python, "-m", "harness", "run", "--out", str(out), "--overwrite",
                     "--cases", *sorted(map(str, Path("cases").glob("*.json"))),
-                    "--max-examples", os.environ.get("BISECT_EXAMPLES", "20"), "--fixes", "all",
+                    "--max-examples", os.environ.get("BISECT_EXAMPLES", "20"),
+                    # each fix alone and all together: the releases view shows what every fix
+                    # (graph rewrite or runtime patch, on that release's own plug-in) changes there
+                    "--fixes", os.environ.get("BISECT_FIXES", "each"),
                     "--no-progress")
         # The corpus' expected statuses for this release (expect_by_release): a moved cell is
         # printed, not fatal here; the releases view below is what a bisect reads.
