@@ -1,5 +1,5 @@
-"""Commands over finished run folders: report, repro, bug-report, expect, corpus, shrink, merge,
-diff."""
+"""Commands over finished run folders: report, repro, bug-report, expect, corpus, shrink,
+diagnose, merge, diff."""
 
 from __future__ import annotations
 
@@ -49,6 +49,13 @@ def add_parsers(sub) -> None:
     sh.add_argument("dir", type=Path)
     sh.add_argument("--seconds", type=float, default=60.0, help="budget per finding")
     sh.set_defaults(func=cmd_shrink)
+
+    dg = sub.add_parser("diagnose", help="what decides each finding of a finished run: its "
+                        "representative's one-step variants run as real cells in its lane")
+    dg.add_argument("dir", type=Path, metavar="RUN_DIR")
+    dg.add_argument("--budget", type=float, default=90.0, metavar="SECONDS",
+                    help="seconds per finding (default 90)")
+    dg.set_defaults(func=cmd_diagnose)
 
     m = sub.add_parser("merge", help="combine the shard folders of one run (run --shard K/N)")
     m.add_argument("dirs", type=Path, nargs="+", metavar="SHARD_DIR")
@@ -160,7 +167,28 @@ def cmd_shrink(args) -> int:
         config, _ = runner.load_run(args.dir)
     except ValueError as e:
         raise UsageError(str(e)) from None
-    shrink_all(args.dir, df, args.seconds, config.vulkan_runtime, config.cache_dir, config.timeout)
+    shrink_all(args.dir, df, args.seconds, config)
+    write_report(args.dir)
+    return EXIT_OK
+
+
+def cmd_diagnose(args) -> int:
+    from harness.run import runner
+
+    df = read_matrix(args.dir)
+    check_known_issues()
+    if args.budget < 0:
+        raise UsageError("diagnose: --budget must be >= 0")
+    try:
+        config, _ = runner.load_run(args.dir)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    from harness.results import findings
+    from harness.run.diagnose import diagnose_all
+
+    if not findings.find(df, args.dir):
+        raise UsageError(f"diagnose: {args.dir} has no findings (every cell is PASS or NO_RUNTIME)")
+    diagnose_all(args.dir, df, args.budget, config)
     write_report(args.dir)
     return EXIT_OK
 

@@ -44,6 +44,11 @@ def add_parsers(sub) -> None:
     r.add_argument("--shrink", type=float, default=0, metavar="SECONDS",
                    help="after the run, shrink one case per finding with Hypothesis, this many "
                    "seconds per finding (default 0: off; the nightly session turns it on)")
+    r.add_argument("--diagnose", action="store_true",
+                   help="after the run (and --shrink), find what decides each finding: its "
+                   "representative's one-step variants run as real cells in its lane")
+    r.add_argument("--diagnose-budget", type=float, default=None, metavar="SECONDS",
+                   help="seconds per finding for --diagnose (default 90; implies --diagnose)")
     r.set_defaults(func=cmd_run)
 
 
@@ -57,6 +62,8 @@ def cmd_run(args) -> int:
 
     # Everything that can be wrong with the input is checked before the run folder is touched.
     check_known_issues()
+    if args.diagnose_budget is not None and args.diagnose_budget < 0:
+        raise UsageError("run: --diagnose-budget must be >= 0")
     base = None
     if args.baseline:
         from harness.results.baseline import load as load_baseline
@@ -137,11 +144,17 @@ def cmd_run(args) -> int:
     df = runner.execute(out, config, cases, progress=not args.no_progress, done_rows=done_rows)
     print_summary(df, out)
     shrunk = None
-    if args.shrink > 0:
-        from harness.run.shrink import shrink_all
+    diagnose = args.diagnose or args.diagnose_budget is not None
+    if args.shrink > 0 or diagnose:
+        from harness.run.diagnose import DEFAULT_BUDGET_S, diagnose_all
+        from harness.run.shrink import Lab, shrink_all
 
-        shrunk = shrink_all(out, df, args.shrink, config.vulkan_runtime, config.cache_dir,
-                            config.timeout)
+        with Lab(out, config) as lab:  # one kept worker per plug-in for both, answers shared
+            if args.shrink > 0:
+                shrunk = shrink_all(out, df, args.shrink, config, lab)
+            if diagnose:
+                budget = DEFAULT_BUDGET_S if args.diagnose_budget is None else args.diagnose_budget
+                diagnose_all(out, df, budget, config, lab)
     verdict = None
     if base is not None:
         from harness.results.baseline import classify

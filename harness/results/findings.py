@@ -33,6 +33,7 @@ import pandas as pd
 
 from harness.lane import Lane
 from harness.record import CellResult
+from harness.results import diagnosis
 from harness.runfolder import RunFolder
 from harness.status import Status
 
@@ -140,6 +141,16 @@ class Finding:
     known: str = "new"  # "known: #22774 (open), ..." / "known, not reported upstream" / "new"
     known_issues: list = field(default_factory=list)  # [{id, title, label, cells: "k/n"}]
     picture: str = ""  # a MISMATCH: pictures/F-....png (relative to the run folder), if drawn
+    # --diagnose (results/diagnosis.py): the fields whose one-step variants of the
+    # representative, run as real cells in its lane, left the finding; every variant run; and
+    # how far it got ("12 of 12 variants in 40 s", "budget ran out after 3 of 12 variants")
+    deciding: list = field(default_factory=list)
+    variants: list = field(default_factory=list)  # [diagnosis.Variant]
+    diagnosis: str = ""
+    data_limited: bool = False  # the rule is a correlation over < MIN_RULE_CELLS cells
+
+
+MIN_RULE_CELLS = 5  # fewer cells than this: the rule is a correlation over too few to trust
 
 
 def load_shrunk(run_dir: Path | None) -> dict:
@@ -164,6 +175,7 @@ def find(results: list[CellResult] | pd.DataFrame, run_dir: Path | None = None,
     issues = known_issues.load(known_issues.default_path()) if known is None else known
     folder = RunFolder(run_dir) if run_dir else None
     shrunk = load_shrunk(run_dir)
+    diagnosed = diagnosis.load(run_dir)
     by_key = {r.key: r for r in results}
     groups: dict[tuple, list[CellResult]] = {}
     for r in results:
@@ -192,6 +204,9 @@ def find(results: list[CellResult] | pd.DataFrame, run_dir: Path | None = None,
                     fixed_by=_fixed_by(cells, results, by_key),
                     error_pattern=example.error_pattern or "")
         f.minimal = shrunk.get(f.id)
+        d = diagnosed.get(f.id)
+        if d is not None:
+            f.deciding, f.variants, f.diagnosis = d.deciding, d.variants, d.summary
         _known(f, example, cells, issues)
         # told apart from the other cells of its lanes; a finding at execution from the other
         # cells that executed (a lowering error says nothing about what a runtime would do)
@@ -264,6 +279,7 @@ def _decide(f: Finding, cells: list[CellResult], lane_cells: list[CellResult]) -
                 best = (f1, terms, tp, fp, precision, recall)
         if best and best[0] == 1.0:
             break
+    f.data_limited = len(inside) < MIN_RULE_CELLS
     if best is None or best[0] < 0.8:
         return
     _, terms, tp, fp, precision, recall = best
@@ -281,21 +297,59 @@ def _term(k: str, v) -> str:
     return f"{k}={v}"
 
 
+def rule_text(f: Finding) -> str:
+    """The correlational rule with its counts, marked data-limited on too few cells."""
+    return (f.rule + (f" ({f.rule_in}, {f.rule_out})" if f.rule_in else "")
+            + (" data-limited" if f.data_limited else ""))
+
+
+def shrink_totals(findings: list[Finding]) -> tuple[int, float]:
+    """(tries, seconds) the shrinker spent over the findings (shrunk.json's entries)."""
+    entries = [f.minimal for f in findings if f.minimal]
+    return (sum(int(e.get("tries") or 0) for e in entries),
+            round(sum(float(e.get("seconds") or 0) for e in entries), 1))
+
+
+def per_minute(tries: int, seconds: float) -> float:
+    return round(60.0 * tries / seconds, 1) if seconds > 0 else 0.0
+
+
+def shrink_line(tries: int, seconds: float) -> str:
+    """'shrink: N tries in S s, T tries/min' (the run summary's and findings.md's line)."""
+    return f"shrink: {tries} tries in {round(seconds, 1)} s, {per_minute(tries, seconds)} tries/min"
+
+
 def markdown(findings: list[Finding], cells_not_pass: int) -> str:
     lines = [f"### convconf: {len(findings)} findings from {cells_not_pass} cells that are not "
              "PASS/NO_RUNTIME", "",
-             "| id | lane | status | cells | upstream | rule | fixed by | minimal case | first seen "
-             "| signature | where wrong |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| id | lane | status | cells | upstream | deciding (variants run) | rule "
+             "(correlation) | fixed by | minimal case | first seen | signature | where wrong |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for f in findings:
-        rule = f.rule + (f" ({f.rule_in}, {f.rule_out})" if f.rule_in else "")
         fixed = ", ".join(f"{k} {v}" for k, v in f.fixed_by.items()) or "-"
         sig = f.signature.replace("|", "\\|")[:140]
         small = (f.minimal or {}).get("case_id") or (f.minimal or {}).get("note") or "-"
+        if f.minimal and f.minimal.get("tries") is not None:
+            small += f" ({f.minimal['tries']} tries, {f.minimal.get('tries_per_min', '?')}/min)"
         where = (f.error_pattern.replace("|", "\\|") if f.error_pattern else "-") + (
             f" [picture]({f.picture})" if f.picture else "")
-        lines.append(f"| {f.id} | {f.backend} | {f.status} | {f.count} | {f.known} | {rule} | "
-                     f"{fixed} | {small} | {f.first_seen or '-'} | `{sig}` | {where} |")
+        deciding = (", ".join(f.deciding) or "none found") if f.diagnosis else "-"
+        lines.append(f"| {f.id} | {f.backend} | {f.status} | {f.count} | {f.known} | "
+                     f"{deciding} | {rule_text(f)} | {fixed} | {small} | {f.first_seen or '-'} | "
+                     f"`{sig}` | {where} |")
+    diagnosed = [f for f in findings if f.diagnosis]
+    if diagnosed:
+        lines += ["", "#### Deciding parameters: the representative's one-step variants, each "
+                  "run as a real cell in the finding's lane", ""]
+        for f in diagnosed:
+            lines.append(f"- **{f.id}** ({f.status}): deciding: "
+                         f"**{', '.join(f.deciding) or 'none found'}** [{f.diagnosis}]"
+                         + (f" — supporting correlation: {rule_text(f)}" if f.rule_in else ""))
+            if f.variants:
+                lines.append(f"  - {diagnosis.variants_line(f.variants)}")
+    tries, seconds = shrink_totals(findings)
+    if any(f.minimal for f in findings):
+        lines += ["", shrink_line(tries, seconds)]
     pictures = [f for f in findings if f.picture]
     if pictures:
         lines += ["", "#### |out - ref| of each MISMATCH finding's representative", ""]

@@ -7,10 +7,18 @@ moves towards the front of the list, moves towards the simplest conv). The predi
 cell for real in a kept worker process (an abort is a CRASH of that try, not of the run) and
 holds when the cell lands in the same finding. Each finding gets a time budget; past it every
 try answers False, which ends the search with the smallest failing case seen so far.
+
+Tries are cheap where they can be (``Lab``): one kept worker per runtime plug-in for every
+finding (the torch import, the runtime load and the lowering memo's pattern graphs paid once),
+each try lowering only the lane that failed, from the cache when a case was lowered before, and
+every answer memoised per (lane, case) and shared with the diagnosis (harness/run/diagnose.py).
+shrunk.json says each finding's tries per minute; the run prints the total
+("shrink: N tries in S s, T tries/min").
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from dataclasses import dataclass
@@ -21,9 +29,10 @@ from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample
 
 from harness.stages.build import eager_check
-from harness.results.findings import Finding, finding_id
+from harness.results.findings import Finding, finding_id, per_minute, shrink_line
 from harness.lane import Lane
 from harness.spec import CaseError, ConvCase
+from harness.status import Status
 from harness.generation.strategies import spatial
 
 NEAR = 3  # weight of the representative's own value against each simpler one
@@ -100,17 +109,84 @@ def neighbours(draw, case: ConvCase):
         assume(False)
 
 
-def shrink(finding: Finding, budget_s: float, call, cache_dir: str | None) -> Shrunk:
-    """``call`` is ``workers.one_worker``'s: it runs ``runner.execute_work`` on a cell task (the
-    cell prepares in the worker, from the cache where it is) in a kept worker."""
-    from harness.run import runner
+@dataclass(frozen=True)
+class Try:
+    """What one follow-up cell did: its status and the finding it landed in ("" for none)."""
+    status: str
+    finding: str
 
+
+class Lab:
+    """Kept worker processes for a finished run's follow-up cells (the shrinker's tries, the
+    diagnosis' variants): one per runtime plug-in the lanes execute on (a runtime-fix lane's
+    patched one, runner.library_for), started when first needed, so a finding's tries pay the
+    torch import, the runtime load and the lowering memo's first build (stages/lowering_memo.py)
+    once. A try lowers only the lane asked about (its cell prepares alone, from the cache when
+    the run or an earlier try stored it). Every answer is kept per (lane, case id): the
+    shrinker and the diagnosis share them, and a case asked twice runs once."""
+
+    def __init__(self, run_dir: Path, config, log_name: str = "followup"):
+        self.config = config
+        self.log_dir = str(run_dir / "logs" / log_name)
+        self.tries = 0  # cells actually run
+        self.seconds = 0.0  # ... and the time they took (worker starts included)
+        self._answers: dict[tuple[str, str], Try] = {}
+        self._calls: dict = {}
+        self._stack = contextlib.ExitStack()
+
+    def __enter__(self) -> Lab:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stack.close()
+
+    def problem(self, lane: Lane) -> str:
+        """Why the lane's cells cannot run here ("" when they can)."""
+        from harness.run import runner
+
+        if lane.device:
+            return f"{lane.name} ran on another machine"
+        return runner.library_for(self.config, lane)[1]
+
+    def known(self, case: ConvCase, lane: Lane) -> Try | None:
+        return self._answers.get((lane.name, case.case_id))
+
+    def run(self, case: ConvCase, lane: Lane) -> Try:
+        """The case's cell in ``lane``, in the lane's kept worker (an abort is a CRASH of this
+        try, not of the run); memoised."""
+        from harness.run import runner, workers
+
+        key = (lane.name, case.case_id)
+        if key in self._answers:
+            return self._answers[key]
+        library = runner.library_for(self.config, lane)[0]
+        t0 = time.monotonic()
+        if library not in self._calls:
+            self._calls[library] = self._stack.enter_context(workers.one_worker(
+                timeout=self.config.timeout, log_dir=self.log_dir, on_start=runner.load_runtime,
+                on_start_args=(library,)))
+        task = runner.CellTask(case, lane, None, cache_dir=self.config.cache_dir)
+        result, death = self._calls[library](runner.execute_work, task)
+        if result is None:
+            status, fid = Status.CRASH.value, finding_id(lane.backend_column, "CRASH", death)
+        else:
+            status = result.status
+            fid = finding_id(result.backend, result.status, result.message, result.error_pattern)
+        self.tries += 1
+        self.seconds += time.monotonic() - t0
+        self._answers[key] = Try(status, fid or "")
+        return self._answers[key]
+
+
+def shrink(finding: Finding, budget_s: float, lab: Lab) -> Shrunk:
+    """The smallest neighbour of the finding's representative that lands in the same finding,
+    each try a real cell in the finding's lane (``lab``)."""
     example = finding.example
-    backend, fixes = example["backend"], example["fixes"]
-    lane = Lane.of(backend, fixes)
+    lane = Lane.of(example["backend"], example["fixes"])
     start, tries = time.monotonic(), 0
-    if lane.device:
-        return Shrunk(finding.id, None, 0.0, 0, f"{backend} ran on another machine")
+    problem = lab.problem(lane)
+    if problem:
+        return Shrunk(finding.id, None, 0.0, 0, problem)
 
     seen: dict[str, bool] = {}  # answers are replayed: past the budget, known cases keep theirs
 
@@ -118,12 +194,9 @@ def shrink(finding: Finding, budget_s: float, call, cache_dir: str | None) -> Sh
         nonlocal tries
         if case.case_id in seen or time.monotonic() - start > budget_s:
             return seen.get(case.case_id, False)
-        tries += 1
-        task = runner.CellTask(case, lane, None, cache_dir=cache_dir)
-        result, death = call(runner.execute_work, task)
-        status, message = ("CRASH", death) if result is None else (result.status, result.message)
-        pattern = "" if result is None else result.error_pattern
-        seen[case.case_id] = finding_id(backend, status, message, pattern) == finding.id
+        if lab.known(case, lane) is None:
+            tries += 1
+        seen[case.case_id] = lab.run(case, lane).finding == finding.id
         return seen[case.case_id]
 
     base = ConvCase.from_dict(example["case"])
@@ -138,33 +211,38 @@ def shrink(finding: Finding, budget_s: float, call, cache_dir: str | None) -> Sh
     return Shrunk(finding.id, found, round(time.monotonic() - start, 1), tries)
 
 
-def shrink_all(run_dir: Path, df, budget_s: float, vulkan_runtime: str | None,
-               cache_dir: str | None, timeout: float = 300.0) -> dict:
+def shrink_all(run_dir: Path, df, budget_s: float, config, lab: Lab | None = None) -> dict:
     """Shrink one representative per finding of a finished run; -> shrunk.json's content.
-    Each minimal case gets its own repro script (repro/minimal-<finding>.py)."""
-    from harness.results import repro
-    from harness.run import workers
-    from harness.results.findings import find
-    from harness.runtimes.load import load
+    Each minimal case gets its own repro script (repro/minimal-<finding>.py); each entry
+    says its tries per minute, and the last line printed says them for the whole run."""
+    from harness.results import findings, repro
+    from harness.run import runner
 
-    found = find(df, run_dir)
+    found = findings.find(df, run_dir)
     out: dict = {}
-    logs = str(run_dir / "logs" / "shrink")
-    with workers.one_worker(timeout=timeout, log_dir=logs, on_start=load,
-                            on_start_args=(vulkan_runtime,)) as call:
+    total_tries, total_s = 0, 0.0
+    with contextlib.ExitStack() as stack:
+        if lab is None:
+            lab = stack.enter_context(Lab(run_dir, config))
         for f in found:
-            r = shrink(f, budget_s, call, cache_dir)
-            entry = {"seconds": r.seconds, "tries": r.tries, "note": r.note,
-                     "lane": Lane.of(f.example["backend"], f.example["fixes"]).name}
+            r = shrink(f, budget_s, lab)
+            lane = Lane.of(f.example["backend"], f.example["fixes"])
+            entry = {"seconds": r.seconds, "tries": r.tries,
+                     "tries_per_min": per_minute(r.tries, r.seconds), "note": r.note,
+                     "lane": lane.name}
+            total_tries, total_s = total_tries + r.tries, total_s + r.seconds
             if r.case is not None:
                 script = run_dir / "repro" / f"minimal-{f.id}.py"
                 script.parent.mkdir(exist_ok=True)
+                library = None if lane.device else runner.library_for(config, lane)[0]
                 script.write_text(repro.script(r.case, f.example["backend"], f.example["fixes"],
-                                               f.status, f.example["message"], vulkan_runtime))
+                                               f.status, f.example["message"], library))
                 entry.update(case=r.case.to_dict(), case_id=r.case.case_id,
                              repro=f"repro/{script.name}")
             out[f.id] = entry
             print(f"shrink {f.id} ({f.status}, {f.count} cells): "
-                  f"{entry.get('case_id') or r.note} in {r.seconds} s, {r.tries} tries")
+                  f"{entry.get('case_id') or r.note} in {r.seconds} s, {r.tries} tries "
+                  f"({entry['tries_per_min']} tries/min)")
+    print(shrink_line(total_tries, total_s))
     (run_dir / "shrunk.json").write_text(json.dumps(out, indent=1))
     return out
