@@ -40,9 +40,12 @@ def nightly(session):
                 "--cases", *sorted(map(str, Path("cases/models").glob("*.json"))),
                 "--fixes", "all", "--overwrite", "--no-progress")
     # the matrix last: it exits 1 (failing the session) only for findings not in the committed
-    # expectations; OUT/junit.xml holds its cells, known ones as xfail
+    # expectations; OUT/junit.xml holds its cells, known ones as xfail. Every finding is shrunk
+    # (its tries per minute in shrunk.json, findings.md and the log) and then diagnosed: the
+    # minimal case's one-step variants run as real cells, naming what decides it
     session.run("python", "-m", "harness", "run", "--out", out, "--profile", "nightly",
-                "--fixes", "all", "--overwrite", "--shrink", "120",
+                "--fixes", "all", "--overwrite", "--shrink", "120", "--diagnose",
+                "--diagnose-budget", "120",
                 "--baseline", "cases/expectations/nightly.json",
                 "--save-failures", "cases/found.json")
 

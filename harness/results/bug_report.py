@@ -6,8 +6,10 @@ the skew note when it is not the wheel's own commit, device and driver); the kno
 that already tracks it, if any; the minimal case (the shrunk case when ``--shrink`` found one,
 else the finding's representative) as a self-contained script that needs torch and executorch
 only (results/repro.py's, for the stock lane: no convconf import); expected vs actual, with the
-fingerprint and the picture of |out - ref| for a MISMATCH; what decides it (the correlational
-rule with its counts, marked data-limited below MIN_RULE_CELLS cells); the releases affected when
+fingerprint and the picture of |out - ref| for a MISMATCH; what decides it (the deciding
+parameters ``--diagnose`` found by running one-step variants, each with its outcome; the
+correlational rule with its counts as supporting evidence, marked data-limited below
+MIN_RULE_CELLS cells); the releases affected when
 bisect runs (one run folder per release) are given; the fixes whose lanes clear it.
 
 Everything comes from the run folder (run.json, matrix.json, findings as findings.find computes
@@ -26,7 +28,7 @@ from harness.runfolder import RunFolder
 from harness.spec import ConvCase
 from harness.status import Status
 
-MIN_RULE_CELLS = 5  # fewer cells than this: the rule is a correlation over too few to trust
+MIN_RULE_CELLS = findings_mod.MIN_RULE_CELLS
 BACKEND_TAGS = {"vulkan": "[ET-VK]", "xnnpack": "[XNNPACK]"}
 WHAT = {"MISMATCH": "wrong output values", "RUNTIME_ERROR": "the runtime raises",
         "CRASH": "the process dies", "LOWER_ERROR": "lowering fails",
@@ -159,6 +161,23 @@ def _releases(f: findings_mod.Finding, runs: list[Path]) -> list[str]:
     return lines
 
 
+def _deciding(f: findings_mod.Finding) -> list[str]:
+    """The deciding parameters, by experiment (``--diagnose``): each one-step variant of the
+    representative that ran, and what its cell did."""
+    if not f.diagnosis:
+        return ["- deciding parameters: not diagnosed in this run (`harness diagnose RUN_DIR` runs "
+                "the representative's one-step variants as real cells)"]
+    lines = [f"- deciding parameters (one-step variants of the representative, each run as a "
+             f"real cell in the same lane; {f.diagnosis}): "
+             f"**{', '.join(f.deciding) or 'none found'}**"]
+    if f.variants:
+        lines += ["", "  | variant | field | outcome |", "  |---|---|---|"]
+        lines += [f"  | {v.change} | {v.field} | "
+                  f"{'still fails (same finding)' if v.keeps else v.outcome} |" for v in f.variants]
+        lines.append("")
+    return lines
+
+
 def _fixes(f: findings_mod.Finding) -> list[str]:
     from harness.stages import fixes as fix_registry
 
@@ -251,11 +270,11 @@ def render(run_dir: str | os.PathLike, finding_id: str, out_file: Path | None = 
             md += ["", f"![|out - ref| of {cell.case_id}]({picture})", "",
                    f"(`{picture}`: |out - ref| per output channel tile, rows = height, "
                    "columns = width; black is right)"]
-    md += ["", "## What decides it", "",
-           f"- correlational rule over this run's cells: **{f.rule}**"
+    md += ["", "## What decides it", "", *_deciding(f),
+           f"- correlational rule over this run's cells (supporting evidence): **{f.rule}**"
            + (f" ({f.rule_in}, {f.rule_out})" if f.rule_in else "")
            + (f" — data-limited: the finding has {f.count} cell(s) (< {MIN_RULE_CELLS})"
-              if f.count < MIN_RULE_CELLS else ""),
+              if f.data_limited else ""),
            f"- cases of this finding: {', '.join(f'`{c}`' for c in f.case_ids[:12])}"
            + (f" and {len(f.case_ids) - 12} more" if len(f.case_ids) > 12 else "")]
     if releases:
