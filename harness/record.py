@@ -53,6 +53,11 @@ class CellResult:
     delegated_ops: dict = field(default_factory=dict)
     undelegated_ops: dict = field(default_factory=dict)
     contract_violations: list = field(default_factory=list)
+    # The delegate code paths the executed cell reached (coverage, results/coverage.py): Vulkan,
+    # the compute shaders the runtime dispatched (its own dispatch profiling, read from the
+    # ETDump); XNNPACK, the conv nodes of the delegate payload as "kind:input/filter
+    # dtype:activation". Empty when the cell did not execute.
+    reached: list = field(default_factory=list)
     pte_size_kb: float | None = None
     quantize_time_s: float | None = None
     lower_time_s: float | None = None

@@ -18,7 +18,7 @@ from harness.spec import ConvCase
 from harness.stages import backends
 from harness.stages.cache import Cache
 from harness.stages.compare import compare
-from harness.stages.execute import RuntimeFailure, run_pte
+from harness.stages.execute import RuntimeFailure, execute_pte
 from harness.stages.prepare import Prepared, prepare_case
 from harness.status import Status
 
@@ -70,10 +70,13 @@ def execute(case: ConvCase, prepared: Prepared) -> CellResult:
     refs = prepared.refs
     row.phase = "execute"
     try:
-        outputs, row.run_time_s = run_pte(prepared.pte, refs.inputs)
+        done = execute_pte(prepared.pte, refs.inputs)
     except RuntimeFailure as e:
         row.update(status=Status.RUNTIME_ERROR.value, message=str(e))
         return _timed(row, prepared, t0)
+    outputs, row.run_time_s = done.outputs, done.seconds
+    # coverage: what the payload names (XNNPACK) and what the runtime dispatched (Vulkan)
+    row.reached = sorted(set(prepared.code_path) | set(done.dispatched))
     row.phase = "compare"
     verdict = compare(outputs[0], refs.ref, float_ref=refs.float_ref, eager_ref=refs.eager_ref,
                       out_scale=prepared.out_scale, steps=backend.quant_tolerance_steps,

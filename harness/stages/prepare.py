@@ -55,6 +55,7 @@ class Prepared:
     delegated_ops: dict = field(default_factory=dict)
     undelegated_ops: dict = field(default_factory=dict)
     contract_violations: list = field(default_factory=list)
+    code_path: list = field(default_factory=list)  # backend.code_path: what the payload names
     prepare_share_s: float = 0.0  # this lane's share of the case's eager/quantize/export work
 
     def to_meta(self) -> dict:
@@ -158,6 +159,7 @@ def _lowered(program: _Program, backend, lane: Lane) -> Prepared:
     # The contract check reads what went to the delegate: a partly delegated program runs
     # delegate code too, so it gets a prediction as well.
     out.contract_violations = backend.contract_violations(lowered.edge_manager)
+    out.code_path = _code_path(backend, lowered.edge_manager)
     if not lowered.conv_delegated:
         outside = ", ".join(f"{k} x{v}" for k, v in sorted(lowered.undelegated_ops.items()))
         out.status = Status.NOT_DELEGATED.value
@@ -167,6 +169,15 @@ def _lowered(program: _Program, backend, lane: Lane) -> Prepared:
         out.status = Status.CONTRACT_VIOLATION.value
         out.message = "; ".join(out.contract_violations)
     return out
+
+
+def _code_path(backend, edge_manager) -> list[str]:
+    """Coverage is an observation beside the verdict: a payload it cannot read is noted in
+    the path, never a lowering failure."""
+    try:
+        return backend.code_path(edge_manager)
+    except Exception as e:
+        return [f"unreadable: {first_line(e)[:200]}"]
 
 
 def first_line(e: BaseException) -> str:

@@ -30,6 +30,11 @@ class Backend:
         contract; each string names one violated rule."""
         return []
 
+    def code_path(self, edge_manager) -> list[str]:
+        """The delegate code paths the lowered program's payload names statically (coverage);
+        [] where the path is observed at runtime instead (Vulkan: the dispatched shaders)."""
+        return []
+
     def lowering_context(self):
         """Entered around this lane's lowering (e.g. per-process memos of ExecuTorch internals)."""
         import contextlib

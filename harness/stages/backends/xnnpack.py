@@ -22,3 +22,8 @@ class Xnnpack(Backend):
 
         return XNNPACKQuantizer().set_global(
             get_symmetric_quantization_config(is_per_channel=_SCHEMES[scheme]))
+
+    def code_path(self, edge_manager) -> list[str]:
+        from harness.stages.backends.xnnpack_paths import conv_paths
+
+        return conv_paths(edge_manager)

@@ -1,0 +1,104 @@
+"""XNNPACK code paths: the conv nodes of a lowered program's XNNPACK payload, and the universe
+of conv paths they are drawn from.
+
+A path reads ``KIND:INPUT/FILTER:ACTIVATION``, e.g. ``XNNConv2d:fp32/fp32:none``,
+``XNNDepthwiseConv2d:qint8/qcint8:relu``: the serialized node type (schema.fbs ``XNode``), the
+datatypes of its input and filter values (``XNNDatatype`` without ``xnn_datatype_``; ``qcint8``
+is a per-channel quantized filter) and the fused activation its ``output_min_max`` encodes
+(absent or -inf..inf: none; 0..inf: relu; 0..6: relu6; anything else: clamp), which is what
+``backends/xnnpack/_passes/fuse_activation_pass.py`` writes for a conv followed by relu, relu6
+or hardtanh.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import os
+import re
+import tempfile
+
+KINDS = ("XNNConv2d", "XNNDepthwiseConv2d", "XNNConvTranspose2d")
+DTYPES = ("fp32/fp32", "fp16/fp16", "qint8/qint8", "qint8/qcint8")
+ACTIVATIONS = ("none", "relu", "relu6", "clamp")
+KNOWN = tuple(f"{k}:{d}:{a}" for k, d, a in itertools.product(KINDS, DTYPES, ACTIVATIONS))
+
+
+def family(path: str) -> str:
+    """A path's family for coverage tables: its node kind."""
+    return path.split(":", 1)[0]
+
+
+def activation(bounds: dict | None) -> str:
+    lo = float((bounds or {}).get("output_min", -math.inf))
+    hi = float((bounds or {}).get("output_max", math.inf))
+    if lo == -math.inf and hi == math.inf:
+        return "none"
+    if lo == 0 and hi == math.inf:
+        return "relu"
+    if lo == 0 and hi == 6:
+        return "relu6"
+    return "clamp"
+
+
+def graph_paths(graph: dict) -> list[str]:
+    """The conv paths of one XNNGraph (as flatc writes it in JSON), sorted, each once."""
+    dtypes = {}
+    for v in graph.get("xvalues", []):
+        value = v.get("xvalue_union") or {}
+        tensor = value.get("tensor_value", value)  # quantized values wrap a tensor value
+        if "id_out" in tensor:
+            dtypes[tensor["id_out"]] = str(tensor.get("datatype", "")).replace("xnn_datatype_", "")
+    found = set()
+    for node in graph.get("xnodes", []):
+        kind = node.get("xnode_union_type")
+        if kind not in KINDS:
+            continue
+        body = node.get("xnode_union") or {}
+        found.add(f"{kind}:{dtypes.get(body.get('input1_id'), '?')}/"
+                  f"{dtypes.get(body.get('filter_id'), '?')}:"
+                  f"{activation(node.get('output_min_max'))}")
+    return sorted(found)
+
+
+def _json(text: str) -> dict:
+    """flatc's JSON spells infinities and NaN bare (inf, -inf, nan); Python's reader wants
+    Infinity / NaN."""
+    text = re.sub(r'(?<![\w"])(-?)inf\b', r"\1Infinity", text)
+    return json.loads(re.sub(r'(?<![\w"])nan\b', "NaN", text))
+
+
+def payload_graph(processed_bytes: bytes) -> dict:
+    """An XNNPACK delegate payload (XNNHeader + flatbuffer + constants) -> its XNNGraph as JSON."""
+    import importlib.resources as resources
+
+    import executorch.backends.xnnpack.serialization as package
+    from executorch.backends.xnnpack.serialization.xnnpack_graph_serialize import XNNHeader
+    from executorch.exir._serialize._flatbuffer import _flatc_decompile
+
+    header = XNNHeader.from_bytes(processed_bytes[:XNNHeader.EXPECTED_LENGTH])
+    flatbuffer = processed_bytes[header.flatbuffer_offset:
+                                 header.flatbuffer_offset + header.flatbuffer_size]
+    with tempfile.TemporaryDirectory(prefix="convconf-xnn-") as d:
+        schema = os.path.join(d, "schema.fbs")
+        with open(schema, "wb") as fh:
+            fh.write(resources.files(package).joinpath("schema.fbs").read_bytes())
+        binary = os.path.join(d, "schema.bin")
+        with open(binary, "wb") as fh:
+            fh.write(flatbuffer)
+        _flatc_decompile(d, schema, binary, ["--raw-binary"])
+        with open(os.path.join(d, "schema.json")) as fh:
+            return _json(fh.read())
+
+
+def conv_paths(edge_manager) -> list[str]:
+    """The conv paths of every XNNPACK delegate in a lowered program, sorted, each once."""
+    from executorch.exir.lowered_backend_module import get_lowered_submodules
+
+    gm = edge_manager.exported_program().graph_module
+    found = set()
+    for _, lowered, _ in get_lowered_submodules(gm):
+        if lowered.backend_id == "XnnpackBackend":
+            found.update(graph_paths(payload_graph(lowered.processed_bytes)))
+    return sorted(found)
