@@ -179,15 +179,15 @@ def cmd_diagnose(args) -> int:
     check_known_issues()
     if args.budget < 0:
         raise UsageError("diagnose: --budget must be >= 0")
-    try:
-        config, _ = runner.load_run(args.dir)
-    except ValueError as e:
-        raise UsageError(str(e)) from None
     from harness.results import findings
     from harness.run.diagnose import diagnose_all
 
     if not findings.find(df, args.dir):
         raise UsageError(f"diagnose: {args.dir} has no findings (every cell is PASS or NO_RUNTIME)")
+    try:
+        config, _ = runner.load_run(args.dir)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     diagnose_all(args.dir, df, args.budget, config)
     write_report(args.dir)
     return EXIT_OK
