@@ -20,6 +20,8 @@ def test_benchmark_runs_all_three_ways():
                   "warm vs cold:", "peak RSS:", "profile xnnpack before (stock):",
                   "profile xnnpack after (memo):"):
         assert label in out, out
-    assert "2 cases x 1 backends = 2 cells" in out
+    assert "2 cases x 1 lanes = 2 cells" in out
+    assert "naive and cold agree on 2 of 2 cells' status" in out, out  # same statuses both ways
+    assert "lowering reused:" in out
     profiled = [ln for ln in out.splitlines() if ln.startswith("    ") and "%" in ln]
     assert len(profiled) >= 2, out  # where the time goes, before and after
