@@ -63,7 +63,7 @@ def write_report(out: Path, html: bool = True, verdict=None, first_seen=None) ->
     """Everything derived from the run's cells (read once), with its findings computed once:
     repro scripts, findings.json/md and pictures/, junit.xml, report.html."""
     from harness.record import CellResult
-    from harness.results import findings, junit, matrix, report, repro
+    from harness.results import coverage, findings, junit, matrix, report, repro
 
     check_known_issues()
     df = matrix.read(out)
@@ -73,6 +73,10 @@ def write_report(out: Path, html: bool = True, verdict=None, first_seen=None) ->
     findings.write(out, cells, found)
     junit.write(out, df, verdict)
     print(f"{len(found)} findings -> {out / 'findings.md'}; junit -> {out / 'junit.xml'}")
+    header = RunFolder(out).header_or_empty()
+    covered = coverage.write(out, cells, header)
+    for line in coverage.summary_lines(covered):
+        print(line)
     if html:
-        path = report.write(out, df, RunFolder(out).header_or_empty(), found)
+        path = report.write(out, df, header, found, covered)
         print(f"report -> {path} ({scripts} repro scripts in {out / 'repro'})")

@@ -15,6 +15,8 @@ from pathlib import Path
 import jinja2
 import pandas as pd
 
+from harness.record import CellResult
+from harness.results import coverage
 from harness.results import findings
 from harness.results import matrix
 from harness.lane import Lane
@@ -71,9 +73,9 @@ def heatmap(df: pd.DataFrame) -> dict:
 
 
 def write(run_dir: str | os.PathLike, df: pd.DataFrame | None = None, header: dict | None = None,
-          found: list | None = None) -> Path:
-    """report.html from the run's matrix, header and findings (each read or computed here when
-    not given: ``harness report DIR`` alone)."""
+          found: list | None = None, covered: coverage.Coverage | None = None) -> Path:
+    """report.html from the run's matrix, header, findings and coverage (each read or computed
+    here when not given: ``harness report DIR`` alone)."""
     folder = RunFolder(run_dir)
     run_dir = folder.path
     df = (matrix.read(run_dir) if df is None else df).copy()
@@ -81,6 +83,9 @@ def write(run_dir: str | os.PathLike, df: pd.DataFrame | None = None, header: di
     if found is None:
         found = findings.find(df, run_dir)
         findings.draw_pictures(run_dir, found)
+    if covered is None:
+        covered = coverage.compute([CellResult.from_row(r) for r in df.to_dict(orient="records")],
+                                   header)
     df["group"] = df.apply(feature_group, axis=1)
     df["lane"] = [Lane.of(b, f).label for b, f in zip(df["backend"], df["fixes"], strict=True)]
     cells = []
@@ -115,7 +120,7 @@ def write(run_dir: str | os.PathLike, df: pd.DataFrame | None = None, header: di
         agreement=matrix.agreement(df), isolation_lines=matrix.isolation_lines(df),
         heat=heatmap(df), cells=cells, colors=COLORS, statuses=[s.value for s in ORDER],
         backends=sorted(df["backend"].unique()), features=feature_filters(cells),
-        source_models=source_models(c["source"] for c in cells))
+        source_models=source_models(c["source"] for c in cells), coverage=covered)
     out = run_dir / "report.html"
     out.write_text(html)
     return out

@@ -93,6 +93,10 @@ def describe(library: str | None, cache: str | None = None) -> dict:
     manifest = vulkan.for_library(Path(library)) if library else None
     if manifest:
         info.update(manifest.summary())
+        # the conv shaders its source can dispatch: the universe coverage is measured against
+        from harness.runtimes.shaders import conv_shaders
+
+        info["conv_shaders"] = conv_shaders(manifest.source_origin).to_dict()
     elif library:
         info["skew_note"] = "no manifest beside the library: its source commit is unknown"
     return info

@@ -1,0 +1,145 @@
+"""Routing model: which conv compute shaders the stock Vulkan runtime dispatches for a case.
+
+Like the contract model (vulkan_contract.py) it is read from the source, here the shader
+selection: the partitioner and graph passes of the installed wheel (``executorch/backends/...``,
+1.5.1) decide which op reaches the runtime, and the runtime's C++ (main cff6f4dd32,
+``backends/vulkan/runtime/graph/ops/impl/``) picks the shader. It predicts from the case alone,
+so generation can ask it too; what a cell really dispatched is its ``reached`` (execute.py), and
+a cell where the two differ is a finding about this model (results/coverage.py).
+
+Device facts the picks depend on are parameters: ``mali`` (never on lavapipe or NVIDIA) and
+``int8_dot`` (``supports_int8_dot_product``: lavapipe and the H200 have it). Storage choices
+that depend on device texture limits assume a small case fits a 2D texture.
+
+Rules, in the order the code applies them (file:line):
+  F1 bf16, 3D, batch > 1 in 2D (op_registry.py:845), transposed 1D (op_registry.py:851),
+     weights as a runtime input: no prediction (not delegated as a conv, or not constant).
+  F2 relu / hardtanh (relu6 is hardtanh(0, 6)) right after the conv, after batch-norm folding,
+     fuse into et_vk.conv_with_clamp (transforms/fuse_conv_with_clamp.py:25, run after
+     FuseBatchNormPass in vulkan_preprocess.py:189-193): the ``_clamp`` shader variant.
+  F3 2D transposed -> conv_transpose2d[_clamp] (Convolution.cpp:290-292, :167).
+  F4 2D depthwise (C_out == groups, C_in / groups == 1; Convolution.cpp:287) ->
+     conv2d_dw[_sned when stride != dilation][_output_tile_3x3|_5x5][_b1x1 on Mali, 3x3,
+     stride == dilation][_clamp] (Conv2dDW.cpp:67-98). A depthwise channel multiplier > 1 is
+     not depthwise here: it is a grouped sliding-window conv.
+  F5 2D 1x1 kernel -> conv2d_pw_tiled, no _clamp variant (Convolution.cpp:483, Conv2dPW.cpp:63).
+  F6 2D sliding window, groups 1, dilation 1, C_out >= 128 (or Mali) -> conv2d_im2col +
+     conv2d_gemm, texture2d storage (Convolution.cpp:317-332, :528; Conv2dGemm.cpp:425-437).
+  F7 other 2D -> conv2d[_clamp] (Convolution.cpp:164).
+  F8 1D with K == 1, or depthwise (groups == C_in == C_out): height-packed (op_registry.py:
+     878-879), then K == 1 -> conv1d_pw[_bias]_texture3d_texture2d, else conv1d_dw[_bias]_
+     texture3d (Convolution.cpp:751-789, Conv1dPW.cpp:120, Conv1dDW.cpp:120); no _clamp.
+  F9 other 1D -> conv1d[_clamp] (Convolution.cpp:676).
+  Q1 int8 2D (q -> conv -> dq fused, patterns/quantized_convolution.py:300-316): transposed ->
+     q8ta_conv2d_transposed; depthwise -> q8ta_conv2d_dw; 1x1 with stride 1, dilation 1,
+     padding 0 -> q8ta_conv2d_pw; else q8ta_conv2d, which takes the im2col route (q8ta_im2col +
+     q8ta_conv2d_pw) when C_in per group % 4 == 0, groups 1 and (C_in >= 32 or H_out * W_out
+     <= 4096) (Q8taConv2d.cpp:482-498); ``_fallback`` without int8 dot products (:337-339,
+     Q8taConv2dPW.cpp:306). int8 1D: no prediction.
+The dtype suffix is ``_float`` (fp32) or ``_half`` (fp16); the int8 shaders end ``_float``
+(their scales' dtype), q8ta_im2col has none.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from harness.spec import ConvCase
+
+_DTYPE = {"float32": "float", "float16": "half"}
+_CLAMPING = ("relu", "relu6", "hardtanh")
+_FOLDED = ("batchnorm",)
+
+
+@dataclass(frozen=True)
+class Route:
+    shaders: tuple  # the conv shaders predicted to be dispatched, sorted
+    rule: str       # which rule of the module docstring decided it
+
+
+def _op(entry) -> str:
+    return entry if isinstance(entry, str) else str(entry[0])
+
+
+def _spatial(value, dim: int) -> tuple:
+    if isinstance(value, (list, tuple)):
+        return tuple(value) * dim if len(value) == 1 else tuple(value)
+    return (value,) * dim
+
+
+def clamp_fused(case: ConvCase) -> bool:
+    """F2: the first op after the conv, once batch norms are folded into it, is a relu or a
+    hardtanh."""
+    ops = [_op(e) for e in (case.epilogue or ())]
+    while ops and ops[0] in _FOLDED:
+        ops.pop(0)
+    return bool(ops) and ops[0] in _CLAMPING
+
+
+def _out_hw(case: ConvCase, k: tuple, s: tuple, d: tuple) -> int:
+    """H_out * W_out of a 2D conv (what the q8ta im2col rule reads)."""
+    size = list(case.input_shape[2:])
+    pad = case.padding
+    if pad == "same":
+        return size[0] * size[1]
+    p = (0, 0) if pad == "valid" else _spatial(pad, 2)
+    if case.prologue:  # an explicit pad in front: the input the conv sees is larger
+        pads = list(case.prologue[1]) + [0, 0, 0, 0]  # F.pad order: (left, right, top, bottom)
+        size = [size[0] + pads[2] + pads[3], size[1] + pads[0] + pads[1]]
+    out = [(size[i] + 2 * p[i] - d[i] * (k[i] - 1) - 1) // s[i] + 1 for i in range(2)]
+    return max(out[0], 0) * max(out[1], 0)
+
+
+def predict(case: ConvCase, *, mali: bool = False, int8_dot: bool = True) -> Route | None:
+    """The conv shaders the stock runtime dispatches for ``case``; None where the model makes
+    no prediction (F1, int8 1D)."""
+    dim = case.dim
+    weights_input = getattr(case, "weights", "constant") == "input"
+    if (case.dtype not in _DTYPE or dim not in (1, 2) or weights_input
+            or (dim == 2 and case.input_shape[0] != 1) or (dim == 1 and case.transposed)):
+        return None
+    k = _spatial(case.kernel_size, dim)
+    s = _spatial(case.stride, dim)
+    d = _spatial(case.dilation, dim)
+    c_in, c_out, g = case.in_channels, case.out_channels, case.groups
+    depthwise = c_out == g and c_in == g
+    if case.quant:
+        if dim != 2:
+            return None
+        fb = "" if int8_dot else "_fallback"
+        pad0 = case.padding in (0, "valid") or _spatial(case.padding, 2) == (0, 0)
+        if case.transposed:
+            return Route((f"q8ta_conv2d_transposed{fb}_float",), "Q1 transposed")
+        if depthwise:
+            return Route(("q8ta_conv2d_dw_float",), "Q1 depthwise")
+        if k == (1, 1) and s == (1, 1) and d == (1, 1) and pad0:
+            return Route((f"q8ta_conv2d_pw{fb}_float",), "Q1 pointwise")
+        per_group = c_in // g
+        if per_group % 4 == 0 and (mali or (g == 1 and (per_group >= 32
+                                                       or _out_hw(case, k, s, d) <= 4096))):
+            return Route(tuple(sorted(("q8ta_im2col", f"q8ta_conv2d_pw{fb}_float"))),
+                         "Q1 general, im2col route")
+        return Route((f"q8ta_conv2d{fb}_float",), "Q1 general")
+    dt = _DTYPE[case.dtype]
+    clamp = "_clamp" if clamp_fused(case) else ""
+    if dim == 1:
+        if k == (1,) or depthwise:
+            bias = "_bias" if case.bias else ""
+            if k == (1,):
+                return Route((f"conv1d_pw{bias}_texture3d_texture2d_{dt}",), "F8 pointwise")
+            return Route((f"conv1d_dw{bias}_texture3d_{dt}",), "F8 depthwise")
+        return Route((f"conv1d{clamp}_{dt}",), "F9")
+    if case.transposed:
+        return Route((f"conv_transpose2d{clamp}_{dt}",), "F3")
+    if depthwise:
+        name = "conv2d_dw" + ("_sned" if s != d else "")
+        if k in ((3, 3), (5, 5)):
+            name += f"_output_tile_{k[0]}x{k[1]}"
+            if k == (3, 3) and s == d and mali:
+                name += "_b1x1"
+        return Route((f"{name}{clamp}_{dt}",), "F4")
+    if k == (1, 1):
+        return Route((f"conv2d_pw_tiled_{dt}",), "F5")
+    if g == 1 and d == (1, 1) and (mali or c_out >= 128):
+        return Route((f"conv2d_gemm_texture2d_{dt}", f"conv2d_im2col_texture2d_{dt}"), "F6")
+    return Route((f"conv2d{clamp}_{dt}",), "F7")
