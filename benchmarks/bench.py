@@ -31,7 +31,10 @@ import warnings
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+sys.path[:0] = [str(HERE), str(HERE.parent)]  # this checkout's harness, not an installed one
+# ... in the children too (the naive loop, the warm command, the pools' workers)
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    [str(HERE.parent)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
 
 
 def naive_child(plan_file: str, library: str, start: int) -> None:
