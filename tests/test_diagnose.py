@@ -14,7 +14,6 @@ import sys
 
 import pytest
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from harness.generation.strategies import conv_cases
 from harness.generation.variants import LIST1, one_step

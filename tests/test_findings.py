@@ -100,7 +100,8 @@ def test_run_shrinks_each_finding_and_saves_the_minimal_case(tmp_path, vulkan_ru
     proc = subprocess.run(
         [sys.executable, "-m", "harness", "run", "--out", str(out), "--cases", str(cases),
          "--max-examples", "0", "--backends", "vulkan", "--shrink", "40", "--no-progress",
-         "--vulkan-runtime", vulkan_runtime.library, "--save-failures", str(saved)],
+         "--vulkan-runtime", vulkan_runtime.library, "--save-failures", str(saved),
+         "--diagnose"],
         capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr
     shrunk = json.loads((out / "shrunk.json").read_text())
@@ -109,6 +110,14 @@ def test_run_shrinks_each_finding_and_saves_the_minimal_case(tmp_path, vulkan_ru
     assert small.padding == "valid" and small.dim == 2  # what decides the bug is kept
     assert (small.in_channels, small.out_channels) <= (4, 8) and small != big  # the rest shrank
     assert entry["tries"] >= 2 and entry["seconds"] > 0 and (out / entry["repro"]).exists()
+    # tries per minute: per finding in shrunk.json, in total in the run's output and findings.md
+    assert entry["tries_per_min"] == round(60 * entry["tries"] / entry["seconds"], 1)
+    line = findings.shrink_line(entry["tries"], entry["seconds"])
+    assert line in proc.stdout and line in (out / "findings.md").read_text()
+    # then diagnosed: the minimal case is the representative, its "valid" spelling decides it
+    diagnosed = json.loads((out / "diagnosis.json").read_text())[fid]
+    assert diagnosed["source"] == "shrunk" and diagnosed["representative"] == small.case_id
+    assert "padding spelling (length-1 list)" in diagnosed["deciding"]
     found = json.loads((out / "findings.json").read_text())["findings"]
     assert found[0]["id"] == fid and found[0]["minimal"]["case_id"] == small.case_id
     corpus = json.loads(saved.read_text())
