@@ -19,6 +19,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 TINY = textwrap.dedent('''
     import torch
+    import torch.nn.functional as F
     from torch import nn
 
     NOT_CALLABLE = 3
@@ -52,6 +53,38 @@ TINY = textwrap.dedent('''
 
     def double_input():
         return torch.zeros(1, 2, 8, 8, dtype=torch.float64)
+
+    class Block(nn.Module):  # ResNet's: conv -> bn -> relu, conv -> bn -> + x -> relu
+        def __init__(self):
+            super().__init__()
+            self.conv1, self.bn1 = nn.Conv2d(8, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8)
+            self.conv2, self.bn2 = nn.Conv2d(8, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8)
+
+        def forward(self, x):
+            y = torch.relu(self.bn1(self.conv1(x)))
+            return torch.relu(self.bn2(self.conv2(y)) + x)
+
+    class Ctx(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem, self.bn = nn.Conv2d(3, 8, 3, stride=2), nn.BatchNorm2d(8)
+            self.act = nn.ReLU6()  # MobileNet's, exported as hardtanh(0, 6)
+            self.b1, self.b2 = Block(), Block()  # the same convs in the same context: one case
+            self.dw = nn.Conv2d(8, 8, 7, padding=3, groups=8)
+            self.ln = nn.LayerNorm(8)  # ConvNeXt's: depthwise -> permute -> layer_norm
+            self.se = nn.Conv2d(8, 8, 1)
+            self.refl = nn.Conv2d(8, 8, 3, padding=1, padding_mode="reflect")
+
+        def forward(self, x):
+            x = self.act(self.bn(self.stem(F.pad(x, (0, 1, 0, 1)))))  # TF-style explicit pad
+            x = self.b2(self.b1(x))
+            x = self.ln(self.dw(x).permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+            x = F.silu(self.se(x))
+            x = torch.clamp(self.se(x), min=-1.0)  # the same conv again, another context
+            return self.refl(x)
+
+    def ctx():
+        return Ctx()
 ''')
 
 
@@ -288,3 +321,70 @@ def test_shipped_model_case_files_load_and_name_their_source():
         assert len(load_cases(str(path))) == len(entries) > 0, path.name
         model = f"cases.models.zoo:{path.stem}"
         assert all(e["source"].startswith(f"{model} @ ") and e["modules"] for e in entries)
+
+
+def test_each_conv_carries_its_context_in_the_model(models, tmp_path, capsys):
+    """conv -> bn -> relu, a residual add, relu6, an explicit pad before a conv with padding 0:
+    the case carries what the exported graph does around the conv; what no case op says is
+    named in the source; the same conv in the same context from two places is one case."""
+    out = tmp_path / "ctx.json"
+    assert from_model("tinymods:ctx", "--input-shape", "1,3,17,17", "--out", out) == 0
+    entries = json.loads(out.read_text())
+    by_path = {p: e for e in entries for p in e["modules"]}
+    cases = {p: ConvCase.from_dict(e["case"]) for p, e in by_path.items()}
+
+    stem = cases["stem"]
+    assert stem.prologue == ("pad", (0, 1, 0, 1), 0.0)
+    assert stem.input_shape == (1, 3, 17, 17)  # the pad's input; the conv sees 18x18
+    assert stem.conv_input_shape() == (1, 3, 18, 18)
+    assert stem.epilogue == ("batchnorm", "relu6")
+
+    assert cases["b1.conv1"].epilogue == ("batchnorm", "relu")
+    assert cases["b1.conv2"].epilogue == ("batchnorm", "add", "relu")
+    assert by_path["b1.conv1"]["modules"] == ["b1.conv1", "b2.conv1"]  # one case, two places
+    assert by_path["b1.conv2"]["modules"] == ["b1.conv2", "b2.conv2"]
+
+    assert cases["dw"].epilogue == () and cases["dw"].prologue is None
+    assert by_path["dw"]["context_rest"] == ["then permute -> layer_norm"]
+    assert "; beyond the case: then permute -> layer_norm" in by_path["dw"]["source"]
+
+    # one module, two calls in two contexts: two cases, each naming the module
+    se = [e for e in entries if e["modules"] == ["se"]]
+    assert sorted(ConvCase.from_dict(e["case"]).epilogue for e in se) == [(), (("clamp", -1.0, None),)]
+    assert [e.get("context_rest") for e in se if not e["case"]["epilogue"]] == [["then silu"]]
+
+    # a padding_mode's pad is the conv's own, not a prologue
+    assert cases["refl"].prologue is None and cases["refl"].padding_mode == "reflect"
+
+    said = capsys.readouterr().out
+    assert f"{len(entries)} distinct conv case(s) from 9 conv call(s); " \
+           f"{sum(ConvCase.from_dict(e['case']).has_context for e in entries)} with a prologue or epilogue" in said
+    for case in {ConvCase.from_dict(e["case"]) for e in entries}:  # what run --cases builds
+        out_tensor = build.build_module(case)(*build.make_inputs(case))
+        assert out_tensor.shape == case.output_shape()
+
+
+def test_no_context_records_the_lone_convs(models, tmp_path):
+    out = tmp_path / "lone.json"
+    assert from_model("tinymods:ctx", "--input-shape", "1,3,17,17", "--no-context",
+                      "--out", out) == 0
+    entries = json.loads(out.read_text())
+    cases = [ConvCase.from_dict(e["case"]) for e in entries]
+    assert not any(c.has_context for c in cases)
+    stem = next(c for c, e in zip(cases, entries) if e["modules"] == ["stem"])
+    assert stem.input_shape == (1, 3, 18, 18)  # what the conv saw, the pad not separated
+    assert all("context_rest" not in e and "beyond" not in e["source"] for e in entries)
+
+
+def test_shipped_resnet_and_mobilenet_cases_carry_their_epilogues():
+    """The regenerated model files: ResNet's bottleneck is conv -> bn -> relu and conv -> bn ->
+    add -> relu; MobileNetV2's TF padding is an explicit pad before conv -> bn -> relu6."""
+    def cases(name):
+        return load_cases(str(REPO / "cases" / "models" / f"{name}.json"))
+
+    resnet = {c.epilogue for c in cases("resnet50")}
+    assert resnet == {("batchnorm", "relu"), ("batchnorm", "add", "relu")}
+    mobilenet = cases("mobilenet_v2")
+    assert all(c.prologue is not None and c.prologue[0] == "pad" for c in mobilenet)
+    assert ("batchnorm", "relu6") in {c.epilogue for c in mobilenet}
+    assert any(any(c.prologue[1]) for c in mobilenet)  # a real (non-zero) TF pad

@@ -26,6 +26,8 @@ def add_parsers(sub) -> None:
     fm.add_argument("--max-spatial", type=int, metavar="N",
                     help="shrink each case's spatial input sizes to at most N (kernel, stride, "
                     "dilation, padding and groups kept; noted in the entry's source)")
+    fm.add_argument("--no-context", action="store_true",
+                    help="the lone convs: no prologue/epilogue read from the exported graph")
     fm.add_argument("--out", type=Path, required=True, metavar="FILE.json")
     fm.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
     fm.set_defaults(func=cmd_from_model)
@@ -39,13 +41,18 @@ def cmd_from_model(args) -> int:
         raise UsageError(f"{args.out} already exists; use --overwrite to replace it")
     try:
         shape = parse_shape(args.input_shape) if args.input_shape else None
-        entries, result = from_model(args.factory, shape, args.input_factory, args.max_spatial)
+        entries, result = from_model(args.factory, shape, args.input_factory, args.max_spatial,
+                                     context=not args.no_context)
     except FromModelError as e:
         raise UsageError(f"cases from-model: {e}") from None
     for why in result.skipped:  # a conv this ConvCase cannot spell yet; the others still count
         print(f"convconf: skipped {why}", file=sys.stderr)
+    if result.no_context:  # the convs are written, each alone
+        print(f"convconf: no context recorded: {result.no_context}", file=sys.stderr)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(args.out, json.dumps(entries, indent=1) + "\n")
+    in_context = sum(1 for e in result.entries if e.case.has_context)
     print(f"{args.out}: {len(entries)} distinct conv case(s) from {result.calls} conv call(s)"
-          + (f", {len(result.skipped)} skipped" if result.skipped else ""))
+          + (f", {len(result.skipped)} skipped" if result.skipped else "")
+          + f"; {in_context} with a prologue or epilogue")
     return EXIT_OK

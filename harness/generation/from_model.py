@@ -7,6 +7,14 @@ every ``nn.Conv*``/``nn.ConvTranspose*``, and turns each call into a ConvCase wi
 op receives, so that is what the case spells; ``padding="valid"`` stays the string) and the input
 shape and dtype the call really saw. Equal cases are one entry listing every module path.
 
+Each call also carries its context in the model (``graph_context``: one ``torch.export`` of the
+same forward): the explicit constant pad before it (``prologue``; the case's input is then the
+pad's input) and the ops consuming its output (``epilogue``: conv -> batchnorm -> relu, a residual
+add, relu6, ...), as far as the ConvCase vocabulary goes; what the chain runs into beyond it
+(``silu``, ``permute -> layer_norm``) is named in the entry's ``context_rest`` and ``source``.
+Equal cases, context included, are one entry. A model that does not export is recorded without
+context, and the result says why.
+
 ``--max-spatial N`` shrinks each case's spatial input sizes for slow devices, keeping what
 decides the conv's behaviour (kernel, stride, dilation, padding spelling, groups, and the stride
 remainder, so the last window still falls where it did); the entry's ``source`` says what changed.
@@ -36,11 +44,14 @@ class Entry:
     case: ConvCase
     modules: list = field(default_factory=list)
     original_shapes: list = field(default_factory=list)  # before --max-spatial, when it shrank
+    rests: list = field(default_factory=list)  # context beyond the case ("then silu"), distinct
 
     def source(self, model: str, max_spatial: int | None) -> str:
         paths = self.modules[:MODULE_PATHS_IN_SOURCE]
         more = len(self.modules) - len(paths)
         text = f"{model} @ {', '.join(paths)}" + (f" (+{more} more)" if more else "")
+        if self.rests:
+            text += f"; beyond the case: {' / '.join(self.rests)}"
         if self.original_shapes:
             was = ", ".join("x".join(map(str, s)) for s in self.original_shapes)
             now = "x".join(map(str, self.case.input_shape))
@@ -52,6 +63,8 @@ class Entry:
                  "modules": list(self.modules)}
         if self.original_shapes:
             entry["original_input_shapes"] = [list(s) for s in self.original_shapes]
+        if self.rests:
+            entry["context_rest"] = list(self.rests)
         return entry
 
 
@@ -60,6 +73,7 @@ class Result:
     entries: list  # [Entry], in the order the forward pass first called them
     calls: int = 0
     skipped: list = field(default_factory=list)  # ["module path: why"]
+    no_context: str = ""  # why no context was recorded (the model did not export), else ""
 
 
 def resolve(target: str, what: str):
@@ -134,19 +148,35 @@ def _first_line(e: BaseException) -> str:
     return lines[0] if lines else ""
 
 
-def record(model, args: tuple, kwargs: dict, max_spatial: int | None = None) -> Result:
-    """One forward of ``model`` with a pre-hook on every conv: the de-duplicated cases."""
+def record(model, args: tuple, kwargs: dict, max_spatial: int | None = None,
+           context: bool = True) -> Result:
+    """One forward of ``model`` with a pre-hook on every conv: the de-duplicated cases, each
+    with its context in the exported graph (``context=False``: the lone convs)."""
     import torch
+
+    from harness.generation.graph_context import contexts
 
     result = Result(entries=[])
     by_id: dict[str, Entry] = {}
+    found: dict = {}
+    if context:
+        try:
+            found = contexts(model, args, kwargs)
+        except Exception as e:  # torch.export's verdict on the model: the convs still count
+            result.no_context = f"torch.export failed ({type(e).__name__}: {_first_line(e)})"
+    calls: dict[str, int] = {}
 
     def hook_for(path: str):
         def hook(module, inputs):
             result.calls += 1
             x = inputs[0]
+            n = calls[path] = calls.get(path, 0) + 1
+            ctx = found.get(path, [])
+            here = ctx[n - 1] if n <= len(ctx) else None
             try:
-                case = case_of(module, tuple(x.shape), DTYPE_NAMES.get(str(x.dtype), str(x.dtype)))
+                case, rest = case_in_context(
+                    case_of(module, tuple(x.shape), DTYPE_NAMES.get(str(x.dtype), str(x.dtype))),
+                    here)
                 original = case.input_shape
                 if max_spatial is not None:
                     case = shrink(case, max_spatial)
@@ -159,6 +189,8 @@ def record(model, args: tuple, kwargs: dict, max_spatial: int | None = None) -> 
                 result.entries.append(entry)
             if path not in entry.modules:
                 entry.modules.append(path)
+            if rest and rest not in entry.rests:
+                entry.rests.append(rest)
             if case.input_shape != original and original not in entry.original_shapes:
                 entry.original_shapes.append(original)
         return hook
@@ -176,6 +208,32 @@ def record(model, args: tuple, kwargs: dict, max_spatial: int | None = None) -> 
         for h in handles:
             h.remove()
     return result
+
+
+def case_in_context(case: ConvCase, context) -> tuple[ConvCase, str]:
+    """``case`` (the lone conv, input as the conv saw it) with its graph context: the prologue's
+    pad moved out of the input shape, the epilogue ops. -> (case, what the case cannot say: the
+    epilogue's rest, or a pad it cannot carry, e.g. before a conv with padding of its own)."""
+    import dataclasses
+
+    if context is None:
+        return case, ""
+    notes = [f"then {context.rest}"] if context.rest else []
+    case_with = dataclasses.replace(case, epilogue=context.epilogue)
+    if context.prologue is not None:
+        _, pads, value = context.prologue
+        shape = list(case.input_shape)
+        for j in range(len(pads) // 2):  # F.pad's order: last dimension first
+            if j < case.dim:
+                shape[-1 - j] -= pads[2 * j] + pads[2 * j + 1]
+        try:
+            if len(pads) > 2 * case.dim or min(shape) < 1:
+                raise CaseError("pads beyond the spatial dimensions")
+            case_with = dataclasses.replace(case_with, prologue=context.prologue,
+                                            input_shape=tuple(shape))
+        except CaseError as e:
+            notes.insert(0, f"after pad {list(pads)} value {value:g} ({e})")
+    return case_with, "; ".join(notes)
 
 
 def case_of(module, input_shape: tuple, dtype: str) -> ConvCase:
@@ -229,12 +287,13 @@ def shrink(case: ConvCase, max_spatial: int) -> ConvCase:
 
 
 def from_model(factory_target: str, input_shape: tuple | None = None,
-               input_factory: str | None = None, max_spatial: int | None = None) -> tuple:
+               input_factory: str | None = None, max_spatial: int | None = None,
+               context: bool = True) -> tuple:
     """-> (case-file entries as JSON objects, Result)."""
     if max_spatial is not None and max_spatial < 1:
         raise FromModelError("--max-spatial must be >= 1")
     model, args, kwargs = build(factory_target, input_shape, input_factory)
-    result = record(model, args, kwargs, max_spatial)
+    result = record(model, args, kwargs, max_spatial, context)
     return [e.to_json(factory_target, max_spatial) for e in result.entries], result
 
 

@@ -8,9 +8,10 @@ Hypothesis starts near the simplest input and then mutates earlier examples, so 
 row share most of their choices (a whole run without one reflect pad); the cases of one list are
 drawn independently. The first list is Hypothesis's simplest example: the simplest conv, once.
 
-A run starts with its strata (strategies.STRATA: each padding spelling in 1d and 2d, float and
-int8), one case each, drawn by Hypothesis from the same seed: a random example, not the simplest
-(that would be ten 1x1 convs). Then the free draws above fill the run.
+A run starts with its strata (strata.STRATA: each padding spelling in 1d and 2d, float and both
+int8 schemes, and every known finding family), one case each, drawn by Hypothesis from the same
+seed: a random example, not the simplest (that would be twelve 1x1 convs). Then the free draws
+above fill the run.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from __future__ import annotations
 from hypothesis import HealthCheck, Phase, given, seed as hyp_seed, settings, strategies as st
 
 from harness.spec import ConvCase
-from harness.generation.strategies import STRATA, mixed_cases, stratum
+from harness.generation.strata import STRATA, stratum
+from harness.generation.strategies import mixed_cases
 
 PROFILES = {"ci": 12, "nightly": 300}  # default --max-examples per profile
 CHUNK = 16  # cases per Hypothesis example (a few hundred choices, far below its buffer limit)
@@ -58,6 +60,6 @@ def stratified(n: int, seed: int) -> list[ConvCase]:
     drawn: list = []
     run = settings(max_examples=2, database=None, phases=[Phase.generate], deadline=None,
                    suppress_health_check=list(HealthCheck))(
-        given(st.tuples(*[stratum(*s) for s in STRATA[:n]]))(lambda cases: drawn.append(cases)))
+        given(st.tuples(*[stratum(s) for s in STRATA[:n]]))(lambda cases: drawn.append(cases)))
     hyp_seed(f"{seed}:strata")(run)()
     return list(drawn[-1])

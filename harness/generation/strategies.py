@@ -204,24 +204,4 @@ def mixed_cases():
     return st.one_of(conv_cases(), quant_cases())
 
 
-# The strata of a run's first cases (generate.py): each padding spelling with 1d and 2d, float
-# and int8, so that a small run (the quick default's 12) is a fair first look at every axis a
-# newcomer reads the matrix by, not one bug drawn ten times. (spelling, dim, quantized)
-# A full-rank tuple in 1d is a length-1 list: "tuple" strata are 2d. Both int8 schemes, each
-# in 1d and 2d. (spelling, dim, quant scheme or None for float)
-STRATA = [
-    ("int", 2, None), ("list1", 1, None), ("tuple", 2, "int8_per_channel"),
-    ("valid", 1, "int8_per_tensor"), ("same", 2, None), ("int", 1, "int8_per_channel"),
-    ("tuple", 2, None), ("list1", 2, "int8_per_tensor"), ("valid", 2, None), ("same", 1, None),
-]
-
-
-def stratum(spelling: str, dim: int, quant: str | None) -> st.SearchStrategy:
-    """Cases of one stratum: that padding spelling, dimension and quantization (None: float,
-    any dtype); the rest drawn as ever."""
-    if quant:
-        return conv_cases(dims=(dim,), quant=st.just(quant), transposed=st.just(False),
-                          spellings=(spelling,))
-    # string paddings are not for transposed convs: drawn non-transposed there
-    transposed = st.just(False) if spelling in ("valid", "same") else st.booleans()
-    return conv_cases(dims=(dim,), transposed=transposed, spellings=(spelling,))
+# The strata a run starts with (a fair first look, every known finding family): strata.py.
