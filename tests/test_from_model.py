@@ -85,6 +85,18 @@ TINY = textwrap.dedent('''
 
     def ctx():
         return Ctx()
+
+    class Branchy(nn.Module):  # data-dependent control flow: runs eagerly, does not export
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(2, 2, 3)
+
+        def forward(self, x):
+            y = self.conv(x)
+            return torch.relu(y) if y.sum() > 0 else y
+
+    def branchy():
+        return Branchy()
 ''')
 
 
@@ -388,3 +400,13 @@ def test_shipped_resnet_and_mobilenet_cases_carry_their_epilogues():
     assert all(c.prologue is not None and c.prologue[0] == "pad" for c in mobilenet)
     assert ("batchnorm", "relu6") in {c.epilogue for c in mobilenet}
     assert any(any(c.prologue[1]) for c in mobilenet)  # a real (non-zero) TF pad
+
+
+def test_a_model_that_does_not_export_is_recorded_alone_and_says_why(models, tmp_path, capsys):
+    out = tmp_path / "branchy.json"
+    assert from_model("tinymods:branchy", "--input-shape", "1,2,8,8", "--out", out) == 0
+    said = capsys.readouterr()
+    assert "convconf: no context recorded: torch.export failed (" in said.err
+    (entry,) = json.loads(out.read_text())
+    assert not ConvCase.from_dict(entry["case"]).has_context and entry["modules"] == ["conv"]
+    assert "1 distinct conv case(s) from 1 conv call(s); 0 with a prologue or epilogue" in said.out

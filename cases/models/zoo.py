@@ -7,6 +7,11 @@ padding, strides, dilations, channel counts); where the real config is deep, onl
 repeated transformer layers is cut, which no conv depends on. Each factory's ``input_shape`` is
 the input the real model is fed (its config's image size, 1 s of 16 kHz audio, Whisper's 30 s of
 80-bin log-mel frames).
+
+Each conv's context in the model is recorded with it (``harness/generation/graph_context.py``):
+ResNet's conv -> batchnorm -> relu and conv -> batchnorm -> add -> relu, MobileNetV2's explicit
+TF pad before conv -> batchnorm -> relu6; what the case vocabulary cannot say (EfficientNet's
+silu, ConvNeXt's permute -> layer_norm, the audio encoders' gelu) is named in ``source``.
 """
 
 from __future__ import annotations

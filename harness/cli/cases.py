@@ -49,6 +49,10 @@ def cmd_from_model(args) -> int:
         print(f"convconf: skipped {why}", file=sys.stderr)
     if result.no_context:  # the convs are written, each alone
         print(f"convconf: no context recorded: {result.no_context}", file=sys.stderr)
+    if result.unmatched:
+        print(f"convconf: no context for {len(result.unmatched)} conv call(s) the exported graph "
+              f"has no node for (recorded alone): {', '.join(result.unmatched[:3])}",
+              file=sys.stderr)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(args.out, json.dumps(entries, indent=1) + "\n")
     in_context = sum(1 for e in result.entries if e.case.has_context)

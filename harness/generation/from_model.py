@@ -74,6 +74,7 @@ class Result:
     calls: int = 0
     skipped: list = field(default_factory=list)  # ["module path: why"]
     no_context: str = ""  # why no context was recorded (the model did not export), else ""
+    unmatched: list = field(default_factory=list)  # conv calls the exported graph had no node for
 
 
 def resolve(target: str, what: str):
@@ -173,6 +174,8 @@ def record(model, args: tuple, kwargs: dict, max_spatial: int | None = None,
             n = calls[path] = calls.get(path, 0) + 1
             ctx = found.get(path, [])
             here = ctx[n - 1] if n <= len(ctx) else None
+            if here is None and context and not result.no_context:
+                result.unmatched.append(path)  # recorded alone: said, not hidden
             try:
                 case, rest = case_in_context(
                     case_of(module, tuple(x.shape), DTYPE_NAMES.get(str(x.dtype), str(x.dtype))),
