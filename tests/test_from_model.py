@@ -12,7 +12,8 @@ import pytest
 
 from harness.stages import build
 from harness.cli import main
-from harness.generation.from_model import case_sources, shrink
+from harness.generation.from_model import case_in_context, case_sources, shrink
+from harness.generation.graph_context import ConvContext
 from harness.spec import FIELDS, ConvCase, load_cases
 
 REPO = Path(__file__).resolve().parent.parent
@@ -410,3 +411,21 @@ def test_a_model_that_does_not_export_is_recorded_alone_and_says_why(models, tmp
     (entry,) = json.loads(out.read_text())
     assert not ConvCase.from_dict(entry["case"]).has_context and entry["modules"] == ["conv"]
     assert "1 distinct conv case(s) from 1 conv call(s); 0 with a prologue or epilogue" in said.out
+
+
+def test_a_pad_the_case_cannot_carry_is_named_not_dropped():
+    """An explicit pad before a conv with padding of its own: no prologue (a case's prologue
+    needs padding 0), the conv as it ran, the pad named beside the epilogue's rest."""
+    conv = ConvCase(dim=2, in_channels=2, out_channels=2, kernel_size=(3, 3), padding=(1, 1),
+                    input_shape=(1, 2, 10, 10))
+    here = ConvContext(prologue=("pad", (1, 1, 1, 1), 0.0), epilogue=("relu",), rest="gelu")
+    case, rest = case_in_context(conv, here)
+    assert case.prologue is None and case.input_shape == (1, 2, 10, 10)
+    assert case.epilogue == ("relu",)
+    assert rest.startswith("after pad [1, 1, 1, 1] value 0 (field 'padding': a prologue pads")
+    assert rest.endswith("; then gelu")
+    # padding 0: the pad becomes the prologue and the case's input is the pad's input
+    zero = ConvCase.from_dict({**conv.to_dict(), "padding": [0, 0]})
+    case, rest = case_in_context(zero, here)
+    assert case.prologue == ("pad", (1, 1, 1, 1), 0.0) and case.input_shape == (1, 2, 8, 8)
+    assert rest == "then gelu"

@@ -28,6 +28,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 
+from harness.generation.graph_context import ConvContext
 from harness.spec import CaseError, ConvCase
 
 DTYPE_NAMES = {"torch.float32": "float32", "torch.float16": "float16",
@@ -213,7 +214,7 @@ def record(model, args: tuple, kwargs: dict, max_spatial: int | None = None,
     return result
 
 
-def case_in_context(case: ConvCase, context) -> tuple[ConvCase, str]:
+def case_in_context(case: ConvCase, context: ConvContext | None) -> tuple[ConvCase, str]:
     """``case`` (the lone conv, input as the conv saw it) with its graph context: the prologue's
     pad moved out of the input shape, the epilogue ops. -> (case, what the case cannot say: the
     epilogue's rest, or a pad it cannot carry, e.g. before a conv with padding of its own)."""
