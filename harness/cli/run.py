@@ -155,6 +155,7 @@ def cmd_run(args) -> int:
             if diagnose:
                 budget = DEFAULT_BUDGET_S if args.diagnose_budget is None else args.diagnose_budget
                 diagnose_all(out, df, budget, config, lab)
+            print(lab.summary())
     verdict = None
     if base is not None:
         from harness.results.baseline import classify

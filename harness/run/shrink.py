@@ -130,6 +130,7 @@ class Lab:
         self.log_dir = str(run_dir / "logs" / log_name)
         self.tries = 0  # cells actually run
         self.seconds = 0.0  # ... and the time they took (worker starts included)
+        self.reused = 0  # answers given again without running a cell
         self._answers: dict[tuple[str, str], Try] = {}
         self._calls: dict = {}
         self._stack = contextlib.ExitStack()
@@ -148,6 +149,10 @@ class Lab:
             return f"{lane.name} ran on another machine"
         return runner.library_for(self.config, lane)[1]
 
+    def summary(self) -> str:
+        return (f"follow-up cells: {self.tries} run in {round(self.seconds, 1)} s, "
+                f"{self.reused} answer(s) reused")
+
     def known(self, case: ConvCase, lane: Lane) -> Try | None:
         return self._answers.get((lane.name, case.case_id))
 
@@ -158,6 +163,7 @@ class Lab:
 
         key = (lane.name, case.case_id)
         if key in self._answers:
+            self.reused += 1
             return self._answers[key]
         library = runner.library_for(self.config, lane)[0]
         t0 = time.monotonic()
