@@ -16,6 +16,7 @@ from harness.runtimes import shaders
 from harness.spec import ConvCase
 from harness.stages.cache import Cache
 from harness.stages.cell import run_cell
+from harness.generation import steering
 from harness.stages.backends import vulkan_routing, xnnpack_paths
 
 DW_RELU = ConvCase(dim=2, in_channels=4, out_channels=4, kernel_size=3, groups=4,
@@ -155,3 +156,25 @@ def test_report_coverage_section_renders_in_chromium(runs, chromium):
         assert "conv2d_dw_output_tile_5x5_float" in row.locator("td.unreached").inner_text()
         assert page.locator("#routing-model").is_visible()
         browser.close()
+
+
+def test_steering_adds_only_cases_that_reach_a_new_predicted_path():
+    base = [CONV1D, DW_RELU]
+    picked = steering.steer(base, 6, seed=3, rounds=2)
+    assert picked == steering.steer(base, 6, seed=3, rounds=2)  # reproducible by seed
+    assert len(picked) <= 6 and not {c.case_id for c in picked} & {c.case_id for c in base}
+    covered = set().union(*(steering.buckets(c) for c in base))
+    for case in picked:
+        assert steering.buckets(case) - covered, case.case_id
+        covered |= steering.buckets(case)
+
+
+@given(steering.routed_cases())
+def test_routed_cases_are_valid_and_predicted(case):
+    import torch
+
+    from harness.stages.build import build_module, make_inputs
+
+    with torch.no_grad():  # eager PyTorch accepts it
+        build_module(case)(*make_inputs(case))
+    assert vulkan_routing.predict(case) is not None

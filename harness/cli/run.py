@@ -41,6 +41,10 @@ def add_parsers(sub) -> None:
     r.add_argument("--baseline", type=Path, metavar="DIR|EXPECTED.json",
                    help="known failures (a run folder, or what `harness expect` writes): they are "
                    "xfail in junit.xml and exit 1 comes only from new failures or regressions")
+    r.add_argument("--steer", type=int, default=0, metavar="N",
+                   help="add up to N generated cases that the routing models predict reach a "
+                   "Vulkan shader or XNNPACK conv path the other cases leave unreached "
+                   "(generation/steering.py; default 0: off)")
     r.add_argument("--shrink", type=float, default=0, metavar="SECONDS",
                    help="after the run, shrink one case per finding with Hypothesis, this many "
                    "seconds per finding (default 0: off; the nightly session turns it on)")
@@ -138,6 +142,12 @@ def cmd_run(args) -> int:
                                   fixes_each=fixes_each)
         known = {c.case_id for c in listed}
         cases = listed + [c for c in generate.generate(n, args.seed) if c.case_id not in known]
+        if args.steer < 0:
+            raise UsageError("run: --steer must be >= 0")
+        if args.steer:
+            from harness.generation.steering import steer
+
+            cases += steer(cases, args.steer, args.seed)
         runner.start(out, config, cases)
         done_rows = []
 

@@ -103,3 +103,34 @@ def conv_paths(edge_manager) -> list[str]:
         if lowered.backend_id == "XnnpackBackend":
             found.update(graph_paths(payload_graph(lowered.processed_bytes)))
     return sorted(found)
+
+
+def predict(case) -> str | None:
+    """The conv path a case's XNNPACK payload is expected to name, from the partitioner's
+    rules (a steering guide for generation, not a checked model): node kind (op_conv2d.py:77
+    depthwise: one input channel per group, output channels a multiple of it; transposed
+    first), datatypes (quantizer scheme; fp16 keeps an fp32 filter) and the activation
+    fuse_activation_pass.py:34 fuses (relu; hardtanh, which relu6 becomes) after batch-norm
+    folding. None: 3D, bf16 or weights as a runtime input (no XNNPACK conv expected)."""
+    if case.dim == 3 or case.dtype == "bfloat16" or getattr(case, "weights", "") == "input":
+        return None
+    if case.transposed:
+        kind = "XNNConvTranspose2d"
+    elif case.in_channels // case.groups == 1 and (case.out_channels // case.groups) >= 1:
+        kind = "XNNDepthwiseConv2d"
+    else:
+        kind = "XNNConv2d"
+    dtypes = {None: "fp16/fp32" if case.dtype == "float16" else "fp32/fp32",
+              "int8_per_tensor": "qint8/qint8", "int8_per_channel": "qint8/qcint8"}
+    ops = [e if isinstance(e, str) else e[0] for e in (case.epilogue or ())]
+    while ops and ops[0] == "batchnorm":
+        ops.pop(0)
+    act = "none"
+    if ops and ops[0] == "relu":
+        act = "relu"
+    elif ops and ops[0] == "relu6":
+        act = "relu6"
+    elif ops and ops[0] == "hardtanh":
+        bounds = case.epilogue[len(case.epilogue) - len(ops)]
+        act = activation({"output_min": bounds[1], "output_max": bounds[2]})
+    return f"{kind}:{dtypes[case.quant]}:{act}"
