@@ -130,7 +130,8 @@ def test_bad_input_is_one_line(tmp_path):
 
 
 @pytest.mark.slow
-def test_the_make_ivec2_finding_is_decided_by_the_length1_spelling(tmp_path, vulkan_runtime):
+def test_the_make_ivec2_finding_is_decided_by_the_length1_spelling(tmp_path, vulkan_runtime,
+                                                                  chromium):
     cases = tmp_path / "cases.json"
     cases.write_text(json.dumps([LISTED.to_dict()]))
     out = tmp_path / "run"
@@ -156,9 +157,32 @@ def test_the_make_ivec2_finding_is_decided_by_the_length1_spelling(tmp_path, vul
     assert report.returncode == 0, report.stderr
     assert "deciding parameters" in report.stdout and f"**{DECIDING}" in report.stdout
     assert "| padding spelled [1] -> 1 | padding spelling (length-1 list) | PASS |" in report.stdout
+    _check_report_in_chromium(out / "report.html", chromium, tmp_path / "findings.png")
     # the same folder diagnosed again with no budget: honest about it, nothing claimed
     again = harness("diagnose", out, "--budget", 0)
     assert again.returncode == 0, again.stderr
     (f0,) = json.loads((out / "findings.json").read_text())["findings"]
     assert f0["deciding"] == [] and f0["variants"] == []
     assert f0["diagnosis"].startswith("budget ran out after 0 of ")
+
+
+def _check_report_in_chromium(html, chromium, shot):
+    """The findings row names what decides it; the variants row under it lists each variant
+    and its outcome, visible in a real browser."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install -e '.[test]'")
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync", "--no-first-run"])
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(html.as_uri())
+        (row,) = page.locator("#findings tr.finding").all()
+        assert DECIDING in row.locator("td.deciding").inner_text()
+        variants = page.locator("#findings tr.finding-variants")
+        assert variants.count() == 1 and variants.first.is_visible()
+        text = variants.first.inner_text()
+        assert f"deciding: {DECIDING}" in text and "padding spelled [1] -> 1: PASS" in text
+        assert "kernel 3 -> 2: still fails" in text
+        page.locator("#findings").screenshot(path=str(shot))  # kept out of git (tmp)
+        assert shot.stat().st_size > 5_000
+        browser.close()
