@@ -62,10 +62,9 @@ class Diagnosis:
     @property
     def summary(self) -> str:
         """'12 of 12 variants in 41.0 s' or 'budget ran out after 3 of 12 variants (10 s)'."""
-        ran = f"{len(self.variants)} of {self.planned} variants"
         if self.note:
             return self.note
-        return f"{ran} in {self.seconds} s"
+        return f"{len(self.variants)} of {self.planned} variants in {self.seconds} s"
 
     def to_dict(self) -> dict:
         return {**asdict(self), "deciding": self.deciding}

@@ -17,6 +17,12 @@ Each finding says which known upstream issue tracks it (cases/upstream/known_iss
 results/known_issues.py: "known: #22774 (open), #22778 (open)", "known, not reported upstream")
 or "new"; a MISMATCH finding gets a picture of |out - ref| of its representative
 (``pictures/F-....png``, drawn from the cell's evidence/ file) beside findings.md.
+
+What decides a finding is found by experiment where the run was diagnosed (``--diagnose``,
+``harness diagnose``; diagnosis.json, results/diagnosis.py): the fields whose one-step variants
+of its representative, run as real cells in its lane, left the finding (``deciding``, with every
+variant in ``variants``). The correlational rule below stays as supporting evidence with its
+counts, marked ``data_limited`` when the finding has fewer than MIN_RULE_CELLS cells.
 """
 
 from __future__ import annotations
