@@ -64,6 +64,11 @@ class CellResult:
     run_time_s: float | None = None
     cell_time_s: float | None = None
     cached: bool = False
+    # "" : this lane's program was lowered for it. "stock" / "+fix,fix": its fix passes change
+    # nothing in this case's graph, so it is that lane's program, byte for byte (prepare.py),
+    # not lowered again; and where it executes on the same plug-in as that lane, that lane's
+    # verdict, metrics and run time too (runner.py): the report says "same program as stock"
+    reused_from: str = ""
     executorch_version: str = field(default_factory=_executorch_version)
     # where the case came from (`cases from-model`: model @ module paths); not part of the
     # case, so not of its id: the same conv from two models is one case, one cell

@@ -114,6 +114,12 @@ def lane_names(df: pd.DataFrame) -> pd.Series:
                      index=df.index, name="lane", dtype=object)
 
 
+def program_note(reused_from) -> str:
+    """A row's ``reused_from`` as the report says it: "same program as stock" ("" when the lane's
+    program was lowered for it, and in a matrix from before the column)."""
+    return f"same program as {reused_from}" if isinstance(reused_from, str) and reused_from else ""
+
+
 def isolation_lines(df: pd.DataFrame) -> list[str]:
     """Cells whose outcome in a reused worker differed from their outcome alone."""
     if "isolation" not in df.columns:

@@ -99,7 +99,10 @@ def write(run_dir: str | os.PathLike, df: pd.DataFrame | None = None, header: di
                                          "quantize_time_s", "lower_time_s", "run_time_s",
                                          "cell_time_s")
                    if r.get(k) is not None and r.get(k) == r.get(k) and r.get(k) != ""}
+        if matrix.program_note(r.get("reused_from")):
+            metrics["program"] = matrix.program_note(r.get("reused_from"))
         cells.append({"id": i, "case_id": r["case_id"], "lane": r["lane"], "backend": r["backend"],
+                      "program": matrix.program_note(r.get("reused_from")),
                       "fixes": r["fixes"], "status": r["status"], "color": COLORS[r["status"]],
                       "message": r.get("message") or "",
                       "max_abs": "" if metrics.get("max_abs_error") is None

@@ -7,12 +7,18 @@ before the run (``prepare_runtimes``; recorded in ``RunConfig.vulkan_patched`` a
 header's ``vulkan.patched``), and its cells execute in a worker pool of their own whose
 processes loaded that plug-in (one plug-in per process: a loaded library cannot be unloaded).
 A patch set whose plug-in could not be built makes its lane's cells NO_RUNTIME saying why.
+
+A lane whose program is another lane's (``Prepared.reused_from``: its fix passes change nothing
+in the case's graph, prepare.py) executes only where execution could differ: on another
+plug-in (a runtime fix). On the same plug-in it is that lane's cell again, so its row is that
+lane's row, recorded as soon as that one is (after its isolation re-run, if it had one).
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import dataclasses
 import os
 import sys
 import time
@@ -305,7 +311,13 @@ def _execute(folder: RunFolder, config: RunConfig, cases: list[ConvCase], progre
     def args_for(library: str | None) -> dict:
         return {**pool_args, "on_start_args": (library,)}
 
+    # cell key of a lane that executes -> the cells whose verdict is its verdict (same program,
+    # same plug-in): (case, lane, prepared, cached)
+    followers: dict[tuple, list] = {}
+
     def record(row: CellResult) -> None:
+        copies = [_same_verdict(row, lane, p, cached) for _, lane, p, cached
+                  in followers.pop(row.key, [])]  # before its evidence goes to the folder
         row.source = sources.get(row.case_id, row.source)  # a note beside the case, not in it
         if row.evidence is not None:  # a MISMATCH's |out - ref|, for its finding's picture
             folder.write_evidence(row.case_id, row.backend, row.fixes, row.evidence)
@@ -314,6 +326,8 @@ def _execute(folder: RunFolder, config: RunConfig, cases: list[ConvCase], progre
         rows[row.key] = row
         bar.set_postfix_str(f"{row.status} {row.backend}", refresh=False)
         bar.update(1)
+        for copy in copies:
+            record(copy)
 
     # A failure in a worker that served earlier cells may be state those cells left behind:
     # such a cell is re-run alone in a fresh process, and the alone outcome is what is recorded.
@@ -341,14 +355,22 @@ def _execute(folder: RunFolder, config: RunConfig, cases: list[ConvCase], progre
             pending[executing_for(task.lane).submit(execute_work, task)] = task
 
         def hand_over(case: ConvCase, prepared: dict, cached: bool) -> None:
-            """Step 1's result, as it is, to step 2: final cells recorded, the others executed."""
+            """Step 1's result, as it is, to step 2: final cells recorded, the others executed
+            (a lane with another's program on that lane's plug-in: recorded with that one)."""
+            outcomes = {lane: static_result(case, p) for lane, p in prepared.items()}
+            waiting = set()  # first all of them: a source may be recorded as it is submitted
             for lane, p in prepared.items():
-                row, final = static_result(case, p)
+                source = verdict_source(config, lane, p, prepared)
+                if source is not None and not outcomes[lane][1] and not outcomes[source][1]:
+                    followers.setdefault(cell_key(case, source), []).append((case, lane, p, cached))
+                    waiting.add(lane)
+            for lane, p in prepared.items():
+                row, final = outcomes[lane]
                 if final:
                     row.cached = cached
                     row.cell_time_s = 0.0 if cached else row.cell_time_s
                     record(row)
-                else:
+                elif lane not in waiting:
                     submit(CellTask(case, lane, p, 0.0 if cached else p.seconds))
 
         # 1. Per case, once: eager, quantization, export, every lane lowered (prepare.py) -
@@ -401,6 +423,29 @@ def _execute(folder: RunFolder, config: RunConfig, cases: list[ConvCase], progre
     folder.update_header(duration_s=round(header.get("duration_s", 0) + time.perf_counter() - t0, 1),
                          cells=len(ordered))
     return df
+
+
+def verdict_source(config: RunConfig, lane: Lane, prepared: Prepared,
+                   case_prepared: dict) -> Lane | None:
+    """The lane of the case whose verdict is this lane's too: the one whose program it reuses
+    (``reused_from``), where that lane is prepared in the same batch and executes on the same
+    plug-in (or has none for the same reason); else None: the lane executes itself."""
+    if not prepared.reused_from:
+        return None
+    fixes = "" if prepared.reused_from == "stock" else prepared.reused_from.lstrip("+")
+    source = Lane.of(lane.backend_column, fixes)
+    if source == lane or source not in case_prepared or case_prepared[source].reused_from:
+        return None
+    return source if library_for(config, source) == library_for(config, lane) else None
+
+
+def _same_verdict(row: CellResult, lane: Lane, prepared: Prepared, cached: bool) -> CellResult:
+    """``row`` (the cell of the lane whose program and plug-in this lane shares) as this lane's."""
+    copy = dataclasses.replace(row, backend=lane.backend_column, fixes=lane.fixes_column,
+                               reused_from=prepared.reused_from, cached=cached,
+                               lower_time_s=prepared.lower_time_s)  # the check's seconds
+    copy.cell_time_s = 0.0 if cached else prepared.seconds
+    return copy
 
 
 def _no_patched_runtime(task: CellTask, problem: str, static_result) -> CellResult:

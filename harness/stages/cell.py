@@ -23,7 +23,8 @@ from harness.stages.prepare import Prepared, prepare_case
 from harness.status import Status
 
 STATIC_FIELDS = ("status", "phase", "message", "delegated_ops", "undelegated_ops",
-                 "contract_violations", "pte_size_kb", "quantize_time_s", "lower_time_s")
+                 "contract_violations", "pte_size_kb", "quantize_time_s", "lower_time_s",
+                 "reused_from")
 
 
 def new_result(case: ConvCase, lane: Lane) -> CellResult:

@@ -6,20 +6,31 @@ lane. ``prepare_case`` does the shared part once per case (quantization and expo
 *quantizer*: the Vulkan lane quantizes with XNNPACK's quantizer, so both lanes share it) and
 lowers each lane from a private copy of the exported program. Execution is not here: it runs
 per cell, in its own worker call, so a native crash costs one cell (runner.py).
+
+Lowered once per distinct program: a backend's lanes are lowered stock first (then by number of
+fixes); before a fixed lane is lowered, its fix passes are applied to a copy of the edge program
+the first lowering made (lower.probe_identity). Where the result is a program already lowered
+for the case (a fix that changes nothing in this case's graph: the common case), the lane takes
+that lane's Prepared as it is (program, references, static verdict) and says so in
+``reused_from`` ("stock", or "+fixes" of the lane it matches); the bytes are those lowering it
+would produce (tests/test_lowering_memo.py). Whether it still executes is the runner's call (a
+runtime fix executes the same program on its own plug-in).
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import time
 import traceback
+from collections import Counter
 from dataclasses import dataclass, field, fields
 
 import torch
 
 from harness.stages import backends
 from harness.stages.build import build_module, make_inputs, upcast_reference
-from harness.stages.lower import lower
+from harness.stages.lower import Watch, comparable, lower, probe_identity
 from harness.stages.quantize import output_qparams, quantize
 from harness.lane import Lane
 from harness.spec import ConvCase
@@ -57,6 +68,9 @@ class Prepared:
     contract_violations: list = field(default_factory=list)
     code_path: list = field(default_factory=list)  # backend.code_path: what the payload names
     prepare_share_s: float = 0.0  # this lane's share of the case's eager/quantize/export work
+    # "": lowered for this lane; "stock" / "+fix,fix": the same program as that lane of the case
+    # (its fix passes change nothing here), whose Prepared this is (lower_time_s: the check's)
+    reused_from: str = ""
 
     def to_meta(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self)
@@ -86,17 +100,30 @@ def prepare_case(case: ConvCase, lanes: list[Lane]) -> dict[Lane, Prepared]:
                                message=f"{type(e).__name__}: {e}".splitlines()[0])
                 for lane in lanes}
     programs: dict[str, _Program] = {}  # quantizer family -> exported program, refs, or error
+    distinct: dict[str, _Distinct] = {}  # backend -> the programs its lanes lowered
+    lanes_of = Counter(lane.backend for lane in lanes)
     prepared = {}
-    for lane in lanes:
+    for lane in sorted(lanes, key=lambda lane: (lane.backend, len(lane.fixes))):  # stock first
         backend = backends.get(lane.backend)
         family = backend.quantizer_family if case.quant else "float"
         if family not in programs:
             programs[family] = _program(case, module, inputs, float_ref, backend)
-        prepared[lane] = _lowered(programs[family], backend, lane)
+        prepared[lane] = _lowered(programs[family], backend, lane,
+                                  distinct.setdefault(lane.backend,
+                                                      _Distinct(watch=lanes_of[lane.backend] > 1)))
     shared_s = time.perf_counter() - t0 - sum(p.lower_time_s or 0 for p in prepared.values())
     for p in prepared.values():  # the case's shared seconds, split over its lanes
         p.prepare_share_s = round(shared_s / len(prepared), 3)
-    return prepared
+    return {lane: prepared[lane] for lane in lanes}
+
+
+@dataclass
+class _Distinct:
+    """One backend's lowerings of one case: the edge program before any fix pass (from the
+    first lowering that got that far) and, per program identity, the lane lowered with it."""
+    watch: bool = True  # False: the backend has one lane here, nothing to compare it with
+    base: object = None
+    lowered: dict = field(default_factory=dict)  # identity -> Prepared
 
 
 @dataclass
@@ -137,21 +164,33 @@ def _program(case: ConvCase, module, inputs: tuple, float_ref, backend) -> _Prog
     return program
 
 
-def _lowered(program: _Program, backend, lane: Lane) -> Prepared:
-    """One lane: lower a private copy of the shared program, then the static checks."""
+def _lowered(program: _Program, backend, lane: Lane, distinct: _Distinct) -> Prepared:
+    """One lane: the program another lane of the case lowered, where the lane's fix passes
+    make it that program; else lower a private copy of the shared one, then the static checks."""
     out = Prepared(lane, status=program.status, phase=program.phase, message=program.message,
                    traceback=program.traceback, refs=program.refs, out_scale=program.out_scale,
                    quantize_time_s=program.quantize_time_s)
     if program.status is not None:
         return out
+    if distinct.base is not None:
+        t0 = time.perf_counter()
+        identity = probe_identity(distinct.base, backend, lane.fixes)
+        if identity in distinct.lowered:
+            return _reused(distinct.lowered[identity], lane, time.perf_counter() - t0)
+    watch = Watch(keep_base=distinct.base is None) if distinct.watch else None
     try:
         out.phase = "lower"
         # Lowering may rewrite the program it is given; every lane starts from the same one.
-        lowered = lower(copy.deepcopy(program.exported), backend, list(lane.fixes))
+        lowered = lower(copy.deepcopy(program.exported), backend, list(lane.fixes), watch)
     except Exception as e:
         out.status, out.message = Status.LOWER_ERROR.value, first_line(e)
         out.traceback = traceback.format_exc(limit=-8)
         return out
+    finally:  # also a lowering that raised after partitioning began is a program (and verdict)
+        if watch is not None:
+            distinct.base = distinct.base or watch.base
+            if watch.identity is not None and comparable(lane.fixes):
+                distinct.lowered.setdefault(watch.identity, out)
     out.phase, out.pte = "check", lowered.pte
     out.pte_size_kb = round(len(lowered.pte) / 1024, 2)
     out.lower_time_s = round(lowered.lower_time_s, 3)
@@ -178,6 +217,15 @@ def _code_path(backend, edge_manager) -> list[str]:
         return backend.code_path(edge_manager)
     except Exception as e:
         return [f"unreadable: {first_line(e)[:200]}"]
+
+
+def _reused(source: Prepared, lane: Lane, seconds: float) -> Prepared:
+    """``source``'s Prepared for ``lane``: the same program, references and static verdict."""
+    label = f"+{source.lane.fixes_column}" if source.lane.fixes else "stock"
+    return dataclasses.replace(
+        source, lane=lane, reused_from=label, lower_time_s=round(seconds, 3), delegated_ops=dict(source.delegated_ops),
+        undelegated_ops=dict(source.undelegated_ops),
+        contract_violations=list(source.contract_violations), code_path=list(source.code_path))
 
 
 def first_line(e: BaseException) -> str:
