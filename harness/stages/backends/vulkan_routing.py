@@ -12,8 +12,9 @@ Device facts the picks depend on are parameters: ``mali`` (never on lavapipe or 
 that depend on device texture limits assume a small case fits a 2D texture.
 
 Rules, in the order the code applies them (file:line):
-  F1 bf16, 3D, batch > 1 in 2D (op_registry.py:845), transposed 1D (op_registry.py:851),
-     weights as a runtime input: no prediction (not delegated as a conv, or not constant).
+  F1 bf16 (the conv op takes FP_T: fp32/fp16), 3D, float batch > 1 in 2D (op_registry.py:845),
+     transposed 1D (op_registry.py:851): the conv is not delegated, no conv shader (an empty
+     route). Weights as a runtime input, int8 1D: no prediction (None).
   F2 relu / hardtanh (relu6 is hardtanh(0, 6)) right after the conv, after batch-norm folding,
      fuse into et_vk.conv_with_clamp (transforms/fuse_conv_with_clamp.py:25, run after
      FuseBatchNormPass in vulkan_preprocess.py:189-193): the ``_clamp`` shader variant.
@@ -91,21 +92,20 @@ def _out_hw(case: ConvCase, k: tuple, s: tuple, d: tuple) -> int:
 
 
 def predict(case: ConvCase, *, mali: bool = False, int8_dot: bool = True) -> Route | None:
-    """The conv shaders the stock runtime dispatches for ``case``; None where the model makes
-    no prediction (F1, int8 1D)."""
+    """The conv shaders the stock runtime dispatches for ``case`` (none: F1); None where the
+    model makes no prediction."""
     dim = case.dim
-    weights_input = getattr(case, "weights", "constant") == "input"
-    if (case.dtype not in _DTYPE or dim not in (1, 2) or weights_input
-            or (dim == 2 and case.input_shape[0] != 1) or (dim == 1 and case.transposed)):
+    if getattr(case, "weights", "constant") == "input" or (case.quant and dim != 2):
         return None
+    if (case.dtype not in _DTYPE or dim not in (1, 2) or (dim == 1 and case.transposed)
+            or (dim == 2 and case.input_shape[0] != 1 and not case.quant)):
+        return Route((), "F1 not delegated as a conv")
     k = _spatial(case.kernel_size, dim)
     s = _spatial(case.stride, dim)
     d = _spatial(case.dilation, dim)
     c_in, c_out, g = case.in_channels, case.out_channels, case.groups
     depthwise = c_out == g and c_in == g
-    if case.quant:
-        if dim != 2:
-            return None
+    if case.quant:  # the q8ta ops have no batch check (op_registry.py:955-990)
         fb = "" if int8_dot else "_fallback"
         pad0 = case.padding in (0, "valid") or _spatial(case.padding, 2) == (0, 0)
         if case.transposed:
