@@ -97,14 +97,14 @@ def describe(library: str | None, cache: str | None = None) -> dict:
         from harness.runtimes.shaders import conv_shaders
 
         info["conv_shaders"] = conv_shaders(manifest.source_origin).to_dict()
+    elif library:
+        info["skew_note"] = "no manifest beside the library: its source commit is unknown"
     # How a cell's dispatched shaders are observed (stages/execute.py): nothing is added to
     # the plug-in, the stock lane runs the stock library
     info["dispatch_observation"] = (
         "the plug-in's own dispatch profiling (built with ET_EVENT_TRACER_ENABLED, its query "
         "pool always on), read from an ETDump the host attaches to each execution; the library "
         "is unchanged")
-    elif library:
-        info["skew_note"] = "no manifest beside the library: its source commit is unknown"
     return info
 
 
