@@ -81,6 +81,7 @@ def test_deciding_names_only_variants_that_ran_and_left_the_finding():
 
 def _ivec2_run(tmp_path):
     """A run folder (matrix only) whose one finding is the make_ivec2 one."""
+    tmp_path.mkdir(exist_ok=True)
     cell = CellResult(case=LISTED, backend="vulkan", status="RUNTIME_ERROR", message=IVEC2)
     matrix.write(matrix.frame([cell.to_row()]), tmp_path)
     return findings.find([cell], tmp_path)
@@ -127,6 +128,10 @@ def test_bad_input_is_one_line(tmp_path):
     matrix.write(matrix.frame([passing.to_row()]), tmp_path / "pass")
     proc = harness("diagnose", tmp_path / "pass")
     assert proc.returncode == 2 and "has no findings" in proc.stderr, proc.stderr
+    _ivec2_run(tmp_path / "fail")
+    proc = harness("diagnose", tmp_path / "fail", "--finding", "F-00000000")
+    assert proc.returncode == 2 and "no finding 'F-00000000'" in proc.stderr, proc.stderr
+    assert proc.stderr.count("\n") == 1
 
 
 @pytest.mark.slow

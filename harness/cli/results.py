@@ -55,6 +55,8 @@ def add_parsers(sub) -> None:
     dg.add_argument("dir", type=Path, metavar="RUN_DIR")
     dg.add_argument("--budget", type=float, default=90.0, metavar="SECONDS",
                     help="seconds per finding (default 90)")
+    dg.add_argument("--finding", nargs="+", metavar="FINDING_ID",
+                    help="only these findings (default: all of them)")
     dg.set_defaults(func=cmd_diagnose)
 
     m = sub.add_parser("merge", help="combine the shard folders of one run (run --shard K/N)")
@@ -182,13 +184,18 @@ def cmd_diagnose(args) -> int:
     from harness.results import findings
     from harness.run.diagnose import diagnose_all
 
-    if not findings.find(df, args.dir):
+    ids = [f.id for f in findings.find(df, args.dir)]
+    if not ids:
         raise UsageError(f"diagnose: {args.dir} has no findings (every cell is PASS or NO_RUNTIME)")
+    unknown = [i for i in args.finding or [] if i not in ids]
+    if unknown:
+        raise UsageError(f"diagnose: no finding {unknown[0]!r} in {args.dir} (its findings: "
+                         f"{', '.join(ids)})")
     try:
         config, _ = runner.load_run(args.dir)
     except ValueError as e:
         raise UsageError(str(e)) from None
-    diagnose_all(args.dir, df, args.budget, config)
+    diagnose_all(args.dir, df, args.budget, config, only=args.finding)
     write_report(args.dir)
     return EXIT_OK
 

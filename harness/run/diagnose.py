@@ -74,13 +74,14 @@ def _ran_out(d: Diagnosis) -> str:
             f"({d.budget_s:g} s per finding)")
 
 
-def diagnose_all(run_dir: Path, df, budget_s: float, config, lab: Lab | None = None
-                 ) -> dict[str, Diagnosis]:
-    """Diagnose every finding of a finished run (after its shrink, when there was one: the
-    minimal case is the representative); writes diagnosis.json."""
+def diagnose_all(run_dir: Path, df, budget_s: float, config, lab: Lab | None = None,
+                 only: list[str] | None = None) -> dict[str, Diagnosis]:
+    """Diagnose every finding of a finished run, or those in ``only`` (after its shrink, when
+    there was one: the minimal case is the representative); writes diagnosis.json (a finding
+    not diagnosed now keeps what it had)."""
     from harness.results import findings
 
-    found = findings.find(df, run_dir)
+    found = [f for f in findings.find(df, run_dir) if only is None or f.id in only]
     out: dict[str, Diagnosis] = {}
     with contextlib.ExitStack() as stack:
         if lab is None:

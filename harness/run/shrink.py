@@ -173,8 +173,11 @@ class Lab:
                 on_start_args=(library,)))
         task = runner.CellTask(case, lane, None, cache_dir=self.config.cache_dir)
         result, death = self._calls[library](runner.execute_work, task)
-        if result is None:
-            status, fid = Status.CRASH.value, finding_id(lane.backend_column, "CRASH", death)
+        if result is None:  # worded as the run words a crash: what killed it, what it printed
+            said = workers.crash_output(self.log_dir, task.tag)
+            message = death + (f"; it printed: {said}" if said else "")
+            status = Status.CRASH.value
+            fid = finding_id(lane.backend_column, status, message)
         else:
             status = result.status
             fid = finding_id(result.backend, result.status, result.message, result.error_pattern)
