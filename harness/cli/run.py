@@ -159,7 +159,7 @@ def cmd_run(args) -> int:
         from harness.run.diagnose import DEFAULT_BUDGET_S, diagnose_all
         from harness.run.shrink import Lab, shrink_all
 
-        with Lab(out, config) as lab:  # one kept worker per plug-in for both, answers shared
+        with Lab(out, config, df) as lab:  # one kept worker per plug-in for both, answers shared
             if args.shrink > 0:
                 shrunk = shrink_all(out, df, args.shrink, config, lab)
             if diagnose:

@@ -1,7 +1,8 @@
 """What decides each finding, by experiment (``harness run --diagnose``, ``harness diagnose DIR``).
 
 For each finding: its representative (the minimal case ``--shrink`` found, else the finding's
-example cell's case) runs again first as a control, then its one-step variants
+example cell's case) is checked first as a control (its answer from the run or the shrinker
+where they have it, else a fresh cell), then its one-step variants
 (harness/generation/variants.py: each field moved to its simplest neighbour, each spelling
 swapped) run as real cells in the finding's lane, in the kept workers of ``shrink.Lab`` (shared
 with the shrinker: its answers are reused). A variant that does not land in the same finding
@@ -85,7 +86,7 @@ def diagnose_all(run_dir: Path, df, budget_s: float, config, lab: Lab | None = N
     out: dict[str, Diagnosis] = {}
     with contextlib.ExitStack() as stack:
         if lab is None:
-            lab = stack.enter_context(Lab(run_dir, config))
+            lab = stack.enter_context(Lab(run_dir, config, df))
         for f in found:
             d = diagnose(f, lab, budget_s)
             out[f.id] = d

@@ -29,7 +29,8 @@ from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample
 
 from harness.stages.build import eager_check
-from harness.results.findings import Finding, finding_id, per_minute, shrink_line
+from harness.results.findings import (Finding, cell_finding_id, finding_id, per_minute,
+                                      shrink_line)
 from harness.lane import Lane
 from harness.spec import CaseError, ConvCase
 from harness.status import Status
@@ -122,10 +123,12 @@ class Lab:
     patched one, runner.library_for), started when first needed, so a finding's tries pay the
     torch import, the runtime load and the lowering memo's first build (stages/lowering_memo.py)
     once. A try lowers only the lane asked about (its cell prepares alone, from the cache when
-    the run or an earlier try stored it). Every answer is kept per (lane, case id): the
-    shrinker and the diagnosis share them, and a case asked twice runs once."""
+    the run or an earlier try stored it). Every answer is kept per (lane, case id), starting
+    with the run's own cells (``df``): the shrinker and the diagnosis share them, and a case
+    asked twice (or a cell the run already has, e.g. a corpus control one step away) runs
+    once."""
 
-    def __init__(self, run_dir: Path, config, log_name: str = "followup"):
+    def __init__(self, run_dir: Path, config, df=None, log_name: str = "followup"):
         self.config = config
         self.log_dir = str(run_dir / "logs" / log_name)
         self.tries = 0  # cells actually run
@@ -134,6 +137,11 @@ class Lab:
         self._answers: dict[tuple[str, str], Try] = {}
         self._calls: dict = {}
         self._stack = contextlib.ExitStack()
+        if df is not None:  # the run's own cells are answers already: a try that asks runs none
+            for row in df.to_dict(orient="records"):
+                lane = Lane.of(row["backend"], row["fixes"])
+                self._answers[(lane.name, row["case_id"])] = Try(row["status"],
+                                                                 cell_finding_id(row) or "")
 
     def __enter__(self) -> Lab:
         return self
@@ -232,7 +240,7 @@ def shrink_all(run_dir: Path, df, budget_s: float, config, lab: Lab | None = Non
     total_tries, total_s = 0, 0.0
     with contextlib.ExitStack() as stack:
         if lab is None:
-            lab = stack.enter_context(Lab(run_dir, config))
+            lab = stack.enter_context(Lab(run_dir, config, df))
         for f in found:
             r = shrink(f, budget_s, lab)
             lane = Lane.of(f.example["backend"], f.example["fixes"])
