@@ -29,7 +29,10 @@ from hypothesis import strategies as st
 from harness.spec import ConvCase
 
 # Channel structures a row may ask for.
-PLAIN, DEPTHWISE, GROUPED_UNALIGNED, GROUPED = "plain", "depthwise", "grouped-unaligned", "grouped"
+PLAIN, DEPTHWISE, GROUPED, GROUPED_UNALIGNED = "plain", "depthwise", "grouped", "grouped-unaligned"
+# int8: input channels per group not a multiple of 4, output channels per group 4 (the q8ta
+# pattern fuses such a conv only then: with fewer it falls back before its own check)
+GROUPED_UNALIGNED_INPUT = "grouped-unaligned-input"
 # How stride and dilation relate.
 ANY, EQUAL, DIFFER = "any", "equal", "differ"
 
@@ -42,7 +45,7 @@ class Stratum:
     dim: int
     quant: str | None        # None: float
     families: tuple          # known-issue ids (cases/upstream/known_issues.json)
-    structure: str = PLAIN   # PLAIN, DEPTHWISE, GROUPED_UNALIGNED, GROUPED
+    structure: str = PLAIN   # PLAIN, DEPTHWISE, GROUPED, GROUPED_UNALIGNED(_INPUT)
     depthwise_channels: tuple = (2, 3, 4, 6, 8)
     kernels: tuple = (1, 2, 3, 4, 5)  # the k of a k x k (or k) kernel
     stride_dilation: str = ANY
@@ -68,7 +71,7 @@ STRATA = [
             list1_stride=True, context=True),
     Stratum("list1", 2, Q8C, ("vulkan-q8ta-group-channels", "vulkan-make-ivec2-length-1",
                               "xnnpack-missing-out-variant-dequantize-per-channel"),
-            structure=GROUPED_UNALIGNED, kernels=(2, 3, 4, 5)),
+            structure=GROUPED_UNALIGNED_INPUT, kernels=(2, 3, 4, 5)),
     Stratum("int", 2, Q8C, ("vulkan-q8ta-conv-batch",
                             "xnnpack-missing-out-variant-dequantize-per-channel"), batch=(2, 3)),
     Stratum("tuple", 2, Q8C, ("vulkan-q8-depthwise-oc-not-x4",
@@ -144,6 +147,9 @@ def channels(structure: str, depthwise: tuple) -> st.SearchStrategy:
     per_group = st.integers(1, 4)
     if structure == DEPTHWISE:
         return st.sampled_from(depthwise).map(lambda g: (g, g, g))
+    if structure == GROUPED_UNALIGNED_INPUT:
+        return st.tuples(st.integers(2, 3), st.integers(1, 3)).map(lambda t: (t[0], t[0] * t[1],
+                                                                               t[0] * 4))
     if structure in (GROUPED, GROUPED_UNALIGNED):
         def build(t):
             g, i, o = t
