@@ -138,6 +138,9 @@ def main() -> int:
     logging.disable(logging.WARNING)
     p = argparse.ArgumentParser()
     p.add_argument("--cases", type=int, default=24)
+    p.add_argument("--cases-file", help="these cases (a JSON list of cases, as `harness run "
+                   "--cases` reads) instead of --cases generated ones: the same set across "
+                   "checkouts whose generator differs")
     p.add_argument("--seed", type=int, default=3)
     p.add_argument("--jobs", type=int, default=None)
     p.add_argument("--backends", default="xnnpack,vulkan")
@@ -160,7 +163,12 @@ def main() -> int:
     from tree_rss import PeakRSS
 
     library = load.resolve(args.vulkan_runtime)
-    cases = generate(args.cases, args.seed)
+    if args.cases_file:
+        from harness.spec import ConvCase
+
+        cases = [ConvCase.from_dict(c) for c in json.loads(Path(args.cases_file).read_text())]
+    else:
+        cases = generate(args.cases, args.seed)
     backends = args.backends.split(",")
     jobs = args.jobs or runner.default_jobs()
     fixes = args.fixes
