@@ -71,7 +71,7 @@ def execute(case: ConvCase, prepared: Prepared) -> CellResult:
     refs = prepared.refs
     row.phase = "execute"
     try:
-        done = execute_pte(prepared.pte, refs.inputs)
+        done = execute_pte(prepared.pte, refs.inputs, observe=backend.observes_dispatch)
     except RuntimeFailure as e:
         row.update(status=Status.RUNTIME_ERROR.value, message=str(e))
         return _timed(row, prepared, t0)

@@ -1,7 +1,8 @@
 """Run a .pte with the installed ExecuTorch runtime (inside a worker process: see workers.py).
 
-What the delegate dispatched is observed with the runtime's own event tracer (ETDump): the
-program is loaded with ``enable_etdump=True``, and the Vulkan delegate, built as every plug-in
+What the delegate dispatched is observed with the runtime's own event tracer (ETDump): for a
+backend that reports its dispatches (``Backend.observes_dispatch``: Vulkan) the program is
+loaded with ``enable_etdump=True``, and the Vulkan delegate, built as every plug-in
 here is with ``ET_EVENT_TRACER_ENABLED`` (the wheel's CMake config asks for it), already keeps
 a GPU query pool on and reports one profiling event per compute-shader dispatch naming its
 ``kernel_name`` (VulkanBackend.cpp, after ``compute_graph->execute()``). The plug-in is the same
@@ -32,15 +33,21 @@ class Execution:
     dispatched: list = field(default_factory=list)
 
 
-def execute_pte(pte: bytes, inputs: tuple) -> Execution:
+def execute_pte(pte: bytes, inputs: tuple, observe: bool = False) -> Execution:
+    """Load and run the program; ``observe``: with an ETDump attached, to read the shaders it
+    dispatched (a few ms more; only for a delegate that reports them)."""
     from harness.runtimes.load import pybindings
 
     load = pybindings()._load_for_executorch_from_buffer
     t0 = time.perf_counter()
     try:
-        try:
-            program = load(pte, enable_etdump=True, debug_buffer_size=0)
-        except TypeError:  # a runtime whose binding has no ETDump option
+        program = None
+        if observe:
+            try:
+                program = load(pte, enable_etdump=True, debug_buffer_size=0)
+            except TypeError:  # a runtime whose binding has no ETDump option
+                pass
+        if program is None:
             program = load(pte)
         outputs = program.forward(list(inputs))
     except Exception as e:  # pybind11 maps the runtime's C++ exceptions to several types

@@ -30,6 +30,10 @@ class Backend:
         contract; each string names one violated rule."""
         return []
 
+    # Whether its runtime reports the compute shaders it dispatches (an ETDump is attached to
+    # its executions to read them: execute.py); the others' path is static (code_path).
+    observes_dispatch: bool = False
+
     def code_path(self, edge_manager) -> list[str]:
         """The delegate code paths the lowered program's payload names statically (coverage);
         [] where the path is observed at runtime instead (Vulkan: the dispatched shaders)."""

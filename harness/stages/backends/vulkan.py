@@ -20,6 +20,7 @@ def vk_graphs(edge_manager):
 class Vulkan(Backend):
     name = "vulkan"
     runtime_name = "VulkanBackend"
+    observes_dispatch = True  # its dispatch profiling names each shader (execute.py)
 
     def partitioners(self) -> list:
         from executorch.backends.vulkan.partitioner.vulkan_partitioner import VulkanPartitioner
