@@ -17,7 +17,7 @@ from harness.results.corpus import entries, expectations
 from harness.spec import ConvCase
 
 HERE = Path(__file__).parent
-# cases/nightly/*.json: large corpus files (ExecuTorch's suite's 100 conv configurations) that
+# cases/nightly/*.json: large corpus files (ExecuTorch's suite's 200 conv configurations) that
 # the nightly session checks (CONVCONF_CORPUS=nightly); the test command runs cases/*.json
 FILES = sorted(HERE.glob("*.json")) + (
     sorted((HERE / "nightly").glob("*.json")) if os.environ.get("CONVCONF_CORPUS") == "nightly" else [])
