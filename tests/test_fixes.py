@@ -43,6 +43,33 @@ def test_registry_and_parse():
         fixes.parse("nope")
 
 
+def test_fixes_that_need_program_passes_are_left_out_where_executorch_has_none(monkeypatch):
+    """executorch 1.3.1 has no ExportedProgramPassBase: the fixes that add a constant say why
+    they cannot run, "all" leaves them out, naming one is a one-line error, the releases view
+    reads "unavailable" for their lanes in that release."""
+    import pandas as pd
+
+    from harness.results import releases
+    from harness.stages.fixes import vk_util
+
+    assert fixes.unavailable() == {}  # the installed release runs every fix
+    monkeypatch.setattr(vk_util, "ProgramPass", None)
+    gone = fixes.unavailable()
+    assert {"vk-grouped-split", "vk-q8-batch-split"} <= set(gone) < set(fixes.names())
+    assert all("no program passes" in why and "\n" not in why for why in gone.values())
+    assert not set(fixes.parse("all")) & set(gone) and VK_FIX in fixes.parse("all")
+    with pytest.raises(KeyError, match="fix vk-grouped-split cannot run here: executorch"):
+        fixes.parse(f"{VK_FIX},vk-grouped-split")
+    row = dict(case_id="c", backend="vulkan", status="PASS")
+    new = pd.DataFrame([dict(row, fixes=""), dict(row, fixes="vk-grouped-split")])
+    old = pd.DataFrame([dict(row, fixes="")])
+    old.attrs["fixes_unavailable"] = gone
+    table = releases.counts([("1.3.1", old), ("1.5.1", new)])
+    lane = next(i for i in table.index if "vk-grouped-split" in i)
+    assert table.loc[lane, "1.3.1"].startswith("unavailable: executorch")
+    assert table.loc[lane, "1.5.1"] == "PASS 1"
+
+
 def test_valid_with_fix_serializes_exactly_like_padding_zero():
     fixed_valid = vk_signature(conv2d(padding="valid"), [VK_FIX])
     stock_zero = vk_signature(conv2d(padding=0), [])

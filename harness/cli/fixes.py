@@ -24,4 +24,6 @@ def cmd_fixes(args) -> int:
         print(f"  bug:      {fix.bug or '(not stated)'}")
         print(f"  fix:      {fix.summary}")
         print(f"  verified: {fix.verified or '(not verified)'}")
+        if fix.unavailable():
+            print(f"  here:     unavailable: {fix.unavailable()}")
     return EXIT_OK

@@ -109,6 +109,11 @@ def cmd_run(args) -> int:
             fixes = runner.validate_names(backends, "all" if fixes_each else args.fixes)
         except KeyError as e:
             raise UsageError(str(e.args[0])) from None
+        if args.fixes.strip() in ("all", "each"):  # the header keeps them too (fixes_unavailable)
+            from harness.stages import fixes as fix_registry
+
+            for name, why in fix_registry.unavailable().items():
+                print(f"run: fix {name} left out: {why}", file=sys.stderr)
         try:
             # A case in two files (the corpus' files overlap) is one case: its cells once.
             listed = list({c.case_id: c for f in args.cases for c in load_cases(f)}.values())

@@ -29,6 +29,8 @@ def load(dirs: list[Path]) -> list[tuple[str, pd.DataFrame]]:
     for d in dirs:
         df = matrix.read(d)  # ValueError: "cannot read matrix ..."
         header = RunFolder(d).header()  # RunFolderError (a ValueError) names the file
+        # the fixes that release could not run: their lanes read "unavailable", not "-"
+        df.attrs["fixes_unavailable"] = header.get("fixes_unavailable") or {}
         runs.append((label(d, header), df, d))
     labels = [r[0] for r in runs]
     return [(f"{lab} [{d.name}]" if labels.count(lab) > 1 else lab, df) for lab, df, d in runs]
@@ -43,7 +45,12 @@ def counts(runs: list[tuple[str, pd.DataFrame]]) -> pd.DataFrame:
         table[name] = {ln: ", ".join(f"{s} {int(per[ln][s])}" for s in
                                      sorted(per[ln].index, key=lambda s: order.get(s, 99)))
                        for ln in per.index.get_level_values(0).unique()}
-    return pd.DataFrame(table).fillna("-").sort_index()
+    out = pd.DataFrame(table)
+    for name, df in runs:  # a lane of a fix that release cannot run: say so, once per fix
+        for fix, why in df.attrs.get("fixes_unavailable", {}).items():
+            missing = out.index[out[name].isna() & out.index.str.contains(fix, regex=False)]
+            out.loc[missing, name] = f"unavailable: {why}"
+    return out.fillna("-").sort_index()
 
 
 def transitions(runs: list[tuple[str, pd.DataFrame]]) -> pd.DataFrame:

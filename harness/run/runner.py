@@ -259,7 +259,8 @@ def header(config: RunConfig, n_cases: int) -> dict:
         extra["vulkan"]["patched"] = [_describe_patched(config, key, entry)
                                       for key, entry in config.vulkan_patched.items()]
     return {"run_id": new_run_id(), "versions": versions.stack(), "registered_backends": registered,
-            **extra, "python": sys.version.split()[0],
+            # fixes left out of "all"/"each" because this ExecuTorch cannot run them, and why
+            "fixes_unavailable": fix_registry.unavailable(), **extra, "python": sys.version.split()[0],
             "started": time.strftime("%Y-%m-%d %H:%M:%S"), "argv": sys.argv[1:], "cases": n_cases,
             **config.__dict__}
 

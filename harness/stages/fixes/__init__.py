@@ -10,15 +10,24 @@ register, names, get = _registry.register, _registry.names, _registry.get
 
 
 def parse(spec: str | None) -> list[str]:
-    """``--fixes`` value -> validated fix names; "all" means every registered fix."""
+    """``--fixes`` value -> validated fix names; "all" means every registered fix that the
+    installed ExecuTorch can run (``unavailable``). KeyError (one line) for an unknown name or a
+    named fix that cannot run here."""
     if not spec:
         return []
     if spec.strip() == "all":
-        return names()
+        return [n for n in names() if n not in unavailable()]
     chosen = [s.strip() for s in spec.split(",") if s.strip()]
     for n in chosen:
         get(n)
+        if n in unavailable():
+            raise KeyError(f"fix {n} cannot run here: {unavailable()[n]}")
     return sorted(set(chosen))
+
+
+def unavailable() -> dict[str, str]:
+    """The registered fixes the installed ExecuTorch cannot run -> why (one line each)."""
+    return {n: why for n in names() if (why := get(n).unavailable())}
 
 
 def for_backend(fix_names: list[str], backend: str) -> list[str]:
@@ -26,4 +35,4 @@ def for_backend(fix_names: list[str], backend: str) -> list[str]:
     return [n for n in fix_names if backend in get(n).backends]
 
 
-__all__ = ["Fix", "for_backend", "get", "names", "parse", "register"]
+__all__ = ["Fix", "for_backend", "get", "names", "parse", "register", "unavailable"]

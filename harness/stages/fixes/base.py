@@ -29,6 +29,10 @@ class Fix:
     def kind(self) -> str:
         return "runtime" if self.runtime_patch else "graph"
 
+    def unavailable(self) -> str | None:
+        """Why this fix cannot run with the installed ExecuTorch (one line), or None: it can."""
+        return None
+
     def transform_passes(self) -> list:
         return []
 

@@ -40,13 +40,13 @@ stride == dilation (``conv2d_dw`` exists) and 3x3/5x5 kernels.
 from __future__ import annotations
 
 import torch
-from executorch.exir.pass_base import ExportedProgramPassBase
 
 from harness.stages.fixes import register
 from harness.stages.fixes.base import Fix
 from harness.stages.fixes.vk_util import (DILATION, INPUT, PADDING, STRIDE, WEIGHT, add_constant,
-                                          constant_tensor, conv2d, drop_if_unused, edge_ops, fake_val,
-                                          finish, is_float_conv, new_node, unique_name,
+                                          constant_tensor, conv2d, drop_if_unused, edge_ops,
+                                          fake_val, finish, is_float_conv, new_node,
+                                          program_pass_problem, ProgramPass, unique_name,
                                           vulkan_depthwise)
 
 
@@ -83,7 +83,7 @@ def check_same_shape_as(node, shape) -> None:
         raise AssertionError(f"{node.name}: rewritten shape {tuple(node.meta['val'].shape)} != {shape}")
 
 
-class DepthwiseSnedWidenPass(ExportedProgramPassBase):
+class DepthwiseSnedWidenPass(ProgramPass or object):
     def call(self, ep):
         graph, edge, modified = ep.graph_module.graph, edge_ops(), False
         for conv in list(graph.nodes):
@@ -132,6 +132,9 @@ class VkDwSnedWiden(Fix):
            "exist -> RUNTIME_ERROR get_shader_info")
     verified = ("cases/vulkan_graph_fixes.json (lavapipe, 1.5.1 wheel + main plug-in): "
                 "RUNTIME_ERROR -> PASS, delegated (both forms); tests/test_vulkan_graph_fixes.py")
+
+    def unavailable(self) -> str | None:
+        return program_pass_problem()
 
     def transform_passes(self) -> list:
         return [DepthwiseSnedWidenPass()]

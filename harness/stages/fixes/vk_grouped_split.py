@@ -26,13 +26,14 @@ batch > 1 convs), non-depthwise (``weight.shape[0] == groups and weight.shape[1]
 
 from __future__ import annotations
 
-from executorch.exir.pass_base import ExportedProgramPassBase
 
 from harness.stages.fixes import register
 from harness.stages.fixes.base import Fix
-from harness.stages.fixes.vk_util import (BIAS, GROUPS, INPUT, WEIGHT, add_constant, check_same_shape,
-                                          constant_tensor, conv2d, drop_if_unused, edge_ops, finish,
-                                          is_float_conv, new_node, unique_name, vulkan_depthwise)
+from harness.stages.fixes.vk_util import (BIAS, GROUPS, INPUT, WEIGHT, add_constant,
+                                          check_same_shape, constant_tensor, conv2d,
+                                          drop_if_unused, edge_ops, finish, is_float_conv,
+                                          new_node, program_pass_problem, ProgramPass, unique_name,
+                                          vulkan_depthwise)
 
 
 def matches(conv) -> dict | None:
@@ -48,7 +49,7 @@ def matches(conv) -> dict | None:
     return p
 
 
-class GroupedConvSplitPass(ExportedProgramPassBase):
+class GroupedConvSplitPass(ProgramPass or object):
     def call(self, ep):
         graph, edge, modified = ep.graph_module.graph, edge_ops(), False
         for conv in list(graph.nodes):
@@ -95,6 +96,9 @@ class VkGroupedSplit(Fix):
            "texels); a grouped 1x1 conv takes the groups-unaware pointwise path")
     verified = ("cases/vulkan_graph_fixes.json (lavapipe, 1.5.1 wheel + main plug-in): "
                 "MISMATCH -> PASS, delegated; tests/test_vulkan_graph_fixes.py")
+
+    def unavailable(self) -> str | None:
+        return program_pass_problem()
 
     def transform_passes(self) -> list:
         return [GroupedConvSplitPass()]

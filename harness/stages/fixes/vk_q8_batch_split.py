@@ -40,12 +40,12 @@ delegate); everything else is left alone.
 from __future__ import annotations
 
 import torch
-from executorch.exir.pass_base import ExportedProgramPassBase
 
 from harness.stages.fixes import register
 from harness.stages.fixes.base import Fix, is_call
-from harness.stages.fixes.vk_util import (BIAS, INPUT, WEIGHT, add_constant, conv2d, constant_tensor,
-                                          drop_if_unused, edge_ops, finish, new_node, q8ta_fuses,
+from harness.stages.fixes.vk_util import (BIAS, INPUT, WEIGHT, add_constant, constant_tensor,
+                                          conv2d, drop_if_unused, edge_ops, finish, new_node,
+                                          program_pass_problem, ProgramPass, q8ta_fuses,
                                           unique_name)
 
 
@@ -91,7 +91,7 @@ def _constants_ok(ep, p) -> bool:
     return p["bias"] is None or constant_tensor(ep, p["bias"]) is not None
 
 
-class Int8BatchSplitPass(ExportedProgramPassBase):
+class Int8BatchSplitPass(ProgramPass or object):
     def call(self, ep):
         graph, edge, modified = ep.graph_module.graph, edge_ops(), False
         quant = edge.quantized_decomposed
@@ -153,6 +153,9 @@ class VkQ8BatchSplit(Fix):
            "one image")
     verified = ("cases/vulkan_graph_fixes.json (lavapipe, 1.5.1 wheel + main plug-in): "
                 "MISMATCH -> PASS, delegated; tests/test_vulkan_graph_fixes.py")
+
+    def unavailable(self) -> str | None:
+        return program_pass_problem()
 
     def transform_passes(self) -> list:
         return [Int8BatchSplitPass()]

@@ -32,12 +32,12 @@ per-channel axis is 1 and is left alone, as are conv1d and float convs.
 from __future__ import annotations
 
 import torch
-from executorch.exir.pass_base import ExportedProgramPassBase
 
 from harness.stages.fixes import register
 from harness.stages.fixes.base import Fix, is_call
 from harness.stages.fixes.vk_util import (INPUT, WEIGHT, add_constant, constant_tensor, conv2d,
-                                          edge_ops, finish, new_node, q8ta_fuses, unique_name)
+                                          edge_ops, finish, new_node, program_pass_problem,
+                                          ProgramPass, q8ta_fuses, unique_name)
 
 
 def _weight_reader(node) -> bool:
@@ -59,7 +59,7 @@ def matches(dq) -> bool:
                                  for u in readers)
 
 
-class PerTensorWeightAsPerChannelPass(ExportedProgramPassBase):
+class PerTensorWeightAsPerChannelPass(ProgramPass or object):
     def call(self, ep):
         graph, edge, modified = ep.graph_module.graph, edge_ops(), False
         for dq in list(graph.nodes):
@@ -92,6 +92,9 @@ class VkQ8PerTensorWeight(Fix):
            "weight scales only)")
     verified = ("cases/vulkan_graph_fixes.json (lavapipe, 1.5.1 wheel + main plug-in): "
                 "LOWER_ERROR -> PASS, delegated as et_vk.q8ta_conv2d; tests/test_vulkan_graph_fixes.py")
+
+    def unavailable(self) -> str | None:
+        return program_pass_problem()
 
     def transform_passes(self) -> list:
         return [PerTensorWeightAsPerChannelPass()]

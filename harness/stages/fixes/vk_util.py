@@ -13,6 +13,21 @@ import torch
 
 from harness.stages.fixes.base import check_same_shape, is_call, pass_result  # noqa: F401
 
+try:  # executorch >= 1.4.1: to_edge_transform_and_lower also runs passes given the whole program
+    from executorch.exir.pass_base import ExportedProgramPassBase as ProgramPass
+except ImportError:  # 1.3.1: graph passes only; a fix that adds a constant cannot run there
+    ProgramPass = None
+
+
+def program_pass_problem() -> str | None:
+    """Why a fix built on ``ProgramPass`` cannot run here (one line), or None."""
+    if ProgramPass is not None:
+        return None
+    from executorch.version import __version__
+
+    return (f"executorch {__version__} has no program passes (exir.pass_base."
+            f"ExportedProgramPassBase, since 1.4.1): this fix adds a constant, a graph pass cannot")
+
 # aten.convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
 INPUT, WEIGHT, BIAS, STRIDE, PADDING, DILATION, TRANSPOSED, OUTPUT_PADDING, GROUPS = range(9)
 KEPT_META = ("stack_trace", "nn_module_stack", "source_fn_stack", "from_node")
