@@ -1,6 +1,7 @@
 """Crash isolation: a real os.abort()/segfault/hang in a worker becomes that cell's death, the
 pool replaces the worker and the other cells still finish."""
 
+import concurrent.futures
 import ctypes
 import os
 import time
@@ -37,3 +38,57 @@ def test_abort_segfault_and_hang_do_not_take_the_run_down(tmp_path):
     assert results["hang"][0] is None and "timeout" in results["hang"][1]
     said = workers.crash_output(log_dir, "boom")
     assert "native says goodbye" in said and "make_ivec2" in said
+
+
+class _DiesWhenRead:
+    """A task whose unpickling ends the worker: it dies after taking the task from pebble's
+    channel, inside the channel's lock, before acknowledging it (what a worker killed for memory
+    while reading a large program does). pebble alone leaves the task pending for ever and the
+    pool's other workers stalled."""
+
+    def __reduce__(self):
+        return (os._exit, (3,))
+
+
+def _until_done(pool, futures, seconds=240):
+    """Wait as the runner does: rescue after each wait; fail (not hang) past ``seconds``."""
+    deadline = time.monotonic() + seconds
+    said = []
+    while not all(f.done() for f in futures):
+        assert time.monotonic() < deadline, f"still pending after {seconds} s; said {said}"
+        concurrent.futures.wait(futures, timeout=1, return_when="FIRST_COMPLETED")
+        said += pool.rescue() if isinstance(pool, workers.Pool) else pool.poll()
+    return said
+
+
+def test_a_worker_dying_inside_the_channel_does_not_stall_the_run(tmp_path):
+    with workers.Pool(jobs=2, timeout=60, log_dir=str(tmp_path), grace=5) as pool:
+        names = ["ok1", "lost", "ok2", "ok3"]
+        futures = {pool.submit(_cell, _DiesWhenRead() if n == "lost" else {"name": n, "kind": "ok"}): n
+                   for n in names}
+        said = _until_done(pool, list(futures))
+    got = {n: pool.outcome(f) for f, n in futures.items()}
+    for n in ("ok1", "ok2", "ok3"):
+        assert got[n][1] is None and got[n][0]["name"] == n
+    assert got["lost"][0] is None and "LostTask" in got["lost"][1] and "3 times" in got["lost"][1]
+    assert any("given up" in line for line in said), said
+
+
+def test_pools_keep_at_most_limit_alive_and_finish_every_task(tmp_path):
+    made = []
+
+    def make(key):
+        assert pools.live == []  # the idle pool was closed before this one starts
+        made.append(key)
+        return workers.Pool(jobs=1, timeout=60, log_dir=str(tmp_path / key))
+
+    with workers.Pools(make, limit=1) as pools:
+        futures = {pools.submit(key, _cell, {"name": f"{key}{i}", "kind": "ok"}): f"{key}{i}"
+                   for i in range(2) for key in ("a", "b", "c")}
+        _until_done(pools, list(futures))
+        assert len(pools.live) == 1
+    assert sorted(set(made)) == ["a", "b", "c"]
+    for f, name in futures.items():
+        assert pools.outcome(f)[0]["name"] == name
+    pids = {pools.outcome(f)[0]["pid"] for f in futures}
+    assert len(pids) >= 3  # each key's tasks ran in its own pool's worker

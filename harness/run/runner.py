@@ -337,23 +337,17 @@ def _execute(folder: RunFolder, config: RunConfig, cases: list[ConvCase], progre
     prepared_cases = 0
     with contextlib.ExitStack() as stack:
         lowering = stack.enter_context(workers.Pool(log_dir=log_dir, lowering=True, **pool_args))
-        # One execution pool per plug-in (stock; each patch set's), started when its first
-        # cell comes: a worker executes on the one library it loaded.
-        executing_pools: dict = {}
-
-        def executing_for(lane: Lane):
-            library, _ = library_for(config, lane)
-            if library not in executing_pools:
-                executing_pools[library] = stack.enter_context(
-                    workers.Pool(log_dir=log_dir, **args_for(library)))
-            return executing_pools[library]
+        # An execution pool per plug-in (stock; each patch set's), started when its first cell
+        # comes (a worker executes on the one library it loaded); EXECUTION_POOLS at a time.
+        executing = stack.enter_context(workers.Pools(
+            lambda library: workers.Pool(log_dir=log_dir, **args_for(library)), EXECUTION_POOLS))
 
         def submit(task: CellTask) -> None:
-            _, problem = library_for(config, task.lane)
+            library, problem = library_for(config, task.lane)
             if problem:  # its patched plug-in is not there: the lane says why, never PASS
                 record(_no_patched_runtime(task, problem, static_result))
                 return
-            pending[executing_for(task.lane).submit(execute_work, task)] = task
+            pending[executing.submit(library, execute_work, task)] = task
 
         def hand_over(case: ConvCase, prepared: dict, cached: bool) -> None:
             """Step 1's result, as it is, to step 2: final cells recorded, the others executed
@@ -385,7 +379,9 @@ def _execute(folder: RunFolder, config: RunConfig, cases: list[ConvCase], progre
                 task = CaseTask(case, tuple(case_lanes), config.cache_dir)
                 pending[lowering.submit(prepare_work, task)] = task
         while pending:
-            done, _ = concurrent.futures.wait(pending, return_when=FIRST_COMPLETED)
+            done, _ = concurrent.futures.wait(pending, timeout=30, return_when=FIRST_COMPLETED)
+            for line in lowering.rescue() + executing.poll():
+                bar.write(f"run: {line}", file=sys.stderr)
             for future in done:
                 task = pending.pop(future)
                 if isinstance(task, CaseTask):
@@ -398,7 +394,7 @@ def _execute(folder: RunFolder, config: RunConfig, cases: list[ConvCase], progre
                         for lane in task.lanes:
                             submit(CellTask(task.case, lane, None, cache_dir=config.cache_dir))
                     continue
-                row, death = executing_for(task.lane).outcome(future)
+                row, death = executing.outcome(future)
                 row = row or _crash(task, death, log_dir, crash_result)
                 before = workers.history(log_dir, task.tag)
                 if Status(row.status).failed_at_runtime and before:
@@ -424,6 +420,11 @@ def _execute(folder: RunFolder, config: RunConfig, cases: list[ConvCase], progre
     folder.update_header(duration_s=round(header.get("duration_s", 0) + time.perf_counter() - t0, 1),
                          cells=len(ordered))
     return df
+
+
+# Execution pools alive at once: every worker holds torch, the lowering stack and a plug-in
+# (about 1 GB); with a plug-in per fix (--fixes each: nine) a pool each ran out of memory.
+EXECUTION_POOLS = 2
 
 
 def verdict_source(config: RunConfig, lane: Lane, prepared: Prepared,

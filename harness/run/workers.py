@@ -14,6 +14,9 @@ import multiprocessing
 import os
 import signal
 import sys
+import threading
+import time
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
@@ -167,28 +170,124 @@ def run(tasks: Iterable, fn: Callable, *, jobs: int, timeout: float | None,
                 fut.cancel()
 
 
+def outcome(future, timeout: float | None) -> tuple[object, str | None]:
+    """A finished future -> (result, None) or (None, how its worker died)."""
+    try:
+        return future.result(), None
+    except Exception as e:  # the worker died or hung: that task only
+        return None, describe_death(e, timeout)
+
+
+class LostTask(RuntimeError):
+    """A task its pool never started: the worker that took it died first, three times."""
+
+
 class Pool:
     """A pool whose tasks are submitted as they become known (``submit``), e.g. a case's cells as
     soon as its preparation is done; ``outcome`` of a finished future is (result, None) or
-    (None, death description)."""
+    (None, death description).
+
+    A worker that dies after taking a task from pebble's channel and before acknowledging it
+    (e.g. killed for memory while it read a large program) leaves that task pending for ever
+    (pebble only fails the tasks a dead worker had started) and, dying inside the channel's
+    lock, stalls every other worker of the pool: none can take a task or send a result.
+    ``rescue``, called now and then, sees a task not started although a worker was free for
+    ``grace`` seconds with nothing moving, and moves every unfinished task to a new pool (new
+    channel); a task lost three times fails with ``LostTask``. A pool pebble gave up on
+    (broken) is replaced the same way at the next submit."""
 
     def __init__(self, *, jobs: int, timeout: float | None, log_dir: str | None = None,
                  max_tasks: int = 50, on_start: Callable | None = None, on_start_args: tuple = (),
-                 lowering: bool = False):
+                 lowering: bool = False, grace: float = 300.0):
         threads = max(1, (os.cpu_count() or 1) // max(1, jobs))
-        self.timeout = timeout
-        self._pool = ProcessPool(max_workers=jobs, max_tasks=max_tasks, initializer=_init,
-                                 initargs=(log_dir, threads, on_start, on_start_args),
-                                 context=_context(lowering))
+        self.jobs, self.timeout, self.grace = jobs, timeout, grace
+        self._new = lambda: ProcessPool(max_workers=jobs, max_tasks=max_tasks, initializer=_init,
+                                        initargs=(log_dir, threads, on_start, on_start_args),
+                                        context=_context(lowering))
+        self._pool = self._new()
+        # outer future (what the caller waits on) -> (pebble's future, fn, task, times lost)
+        self._open: dict = {}
+        self._state, self._since = (0, 0), time.monotonic()
 
-    def submit(self, fn: Callable, task) -> concurrent.futures.Future:
-        return self._pool.schedule(fn, args=(task,), timeout=self.timeout)
+    def submit(self, fn: Callable, task, future: concurrent.futures.Future | None = None
+               ) -> concurrent.futures.Future:
+        outer = future or concurrent.futures.Future()
+        self._schedule(outer, fn, task, 0)
+        return outer
+
+    def _schedule(self, outer, fn: Callable, task, lost: int) -> None:
+        try:
+            inner = self._pool.schedule(fn, args=(task,), timeout=self.timeout)
+        except RuntimeError:  # pebble gave this pool up (broken): a new one takes the task
+            self._replace()
+            inner = self._pool.schedule(fn, args=(task,), timeout=self.timeout)
+        self._open[outer] = (inner, fn, task, lost)
+        inner.add_done_callback(lambda f: self._relay(f, outer))
+
+    def _relay(self, inner, outer) -> None:
+        """pebble's future, finished, to the caller's: only the task's current one (a task moved
+        to a new pool is answered by its new future, not by the old pool's abort)."""
+        if self._open.get(outer, (None,))[0] is not inner or inner.cancelled():
+            return
+        error = inner.exception()
+        if isinstance(error, BrokenProcessPool):  # not the task's doing: rescue moves it
+            return
+        try:
+            outer.set_exception(error) if error is not None else outer.set_result(inner.result())
+        except concurrent.futures.InvalidStateError:  # decided meanwhile (given up)
+            pass
+
+    def _replace(self) -> None:
+        old, self._pool = self._pool, self._new()
+        old.stop()  # its workers are killed in the background: joining may wait on the lock
+        threading.Thread(target=old.join, daemon=True).start()
+
+    def busy(self) -> bool:
+        return any(not outer.done() for outer in self._open)
+
+    def rescue(self) -> list[str]:
+        """Move the unfinished tasks to a new pool when one was lost (see the class); -> one
+        line per task lost, for the run's log."""
+        self._open = {o: e for o, e in self._open.items() if not o.done()}
+        waiting = {o for o, (inner, *_) in self._open.items() if not inner.running()}
+        broken = any(inner.done() for inner, *_ in self._open.values())  # BrokenProcessPool
+        state, now = (len(self._open) - len(waiting), len(self._open)), time.monotonic()
+        if state != self._state and not broken:  # something started or finished: all well
+            self._state, self._since = state, now
+            return []
+        stalled = waiting and state[0] < self.jobs and now - self._since >= self.grace
+        if not (broken or stalled):
+            return []
+        said, moved = [], list(self._open.items())  # in submission order
+        # Workers take tasks in submission order: the one a dead worker took is the oldest
+        # not started; the others only wait behind it (they move without blame).
+        blamed = next((o for o, _ in moved if o in waiting), None)
+        self._open = {}
+        self._replace()
+        for outer, (inner, fn, task, lost) in moved:
+            inner.cancel()
+            if outer is not blamed:
+                self._schedule(outer, fn, task, lost)
+                continue
+            name = getattr(task, "tag", type(task).__name__)
+            if lost >= 2:
+                outer.set_exception(LostTask(f"never started: the workers that took it died "
+                                             f"{lost + 1} times"))
+                said.append(f"{name}: never started ({lost + 1} times), given up")
+            else:
+                said.append(f"{name}: its worker died before starting it (pool "
+                            f"{'broken' if broken else 'stalled'}); the pool's tasks move to a "
+                            f"new pool")
+                self._schedule(outer, fn, task, lost + 1)
+        self._state, self._since = (0, 0), now
+        return said
 
     def outcome(self, future) -> tuple[object, str | None]:
-        try:
-            return future.result(), None
-        except Exception as e:  # the worker died or hung: that task only
-            return None, describe_death(e, self.timeout)
+        return outcome(future, self.timeout)
+
+    def close(self) -> None:
+        self._pool.close()
+        self._pool.join(timeout=60)
 
     def __enter__(self) -> Pool:
         return self
@@ -198,4 +297,58 @@ class Pool:
             self._pool.close()
         else:  # interrupted: stop the workers now, what was recorded stays recorded
             self._pool.stop()
-        self._pool.join()
+
+
+class Pools:
+    """Pools keyed by what their workers load (one Vulkan plug-in each), at most ``limit`` alive.
+
+    Every worker holds torch, the lowering stack and a runtime (about 1 GB): a run with a plug-in
+    per fix (``--fixes each``: nine) that kept ``jobs`` workers per plug-in ran out of memory and
+    lost tasks. A key's tasks wait (their futures pending) until its pool is alive; a pool with
+    nothing left to do is closed to make room. ``poll`` (after each wait) does that and rescues
+    lost tasks."""
+
+    def __init__(self, make: Callable[[object], Pool], limit: int):
+        self._make, self._limit = make, max(1, limit)
+        self._alive: dict = {}
+        self._queued: dict = {}
+        self._used: dict = {}
+        self.timeout: float | None = None
+
+    def submit(self, key, fn: Callable, task) -> concurrent.futures.Future:
+        outer = concurrent.futures.Future()
+        self._queued.setdefault(key, []).append((outer, fn, task))
+        self._used[key] = time.monotonic()  # the least recently used idle pool makes room
+        self.poll()
+        return outer
+
+    def poll(self) -> list[str]:
+        said = [line for pool in self._alive.values() for line in pool.rescue()]
+        for key in list(self._queued):
+            if key not in self._alive:
+                if len(self._alive) >= self._limit:
+                    idle = [k for k, p in self._alive.items()
+                            if not p.busy() and not self._queued.get(k)]
+                    if not idle:
+                        continue  # every live pool still has work: this key waits
+                    self._alive.pop(min(idle, key=self._used.__getitem__)).close()
+                self._alive[key] = self._make(key)
+                self.timeout = self._alive[key].timeout
+            for outer, fn, task in self._queued.pop(key):
+                self._alive[key].submit(fn, task, outer)
+        return said
+
+    @property
+    def live(self) -> list:
+        """The keys whose pools are alive now."""
+        return list(self._alive)
+
+    def outcome(self, future) -> tuple[object, str | None]:
+        return outcome(future, self.timeout)
+
+    def __enter__(self) -> Pools:
+        return self
+
+    def __exit__(self, kind, *exc) -> None:
+        for pool in self._alive.values():
+            pool.__exit__(kind, *exc)
