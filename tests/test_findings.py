@@ -3,6 +3,8 @@
 import json
 import xml.etree.ElementTree as ET
 
+import pytest
+
 from harness.results import findings
 from harness.results import junit
 from harness.results import matrix
@@ -88,6 +90,7 @@ def test_junit_xml_reads_back_with_the_matrix_counts(tmp_path):
     assert float(stock.get("time")) == 6.0  # 12 timed cells x 0.5 s, the untimed one counts 0
 
 
+@pytest.mark.slow
 def test_run_shrinks_each_finding_and_saves_the_minimal_case(tmp_path, vulkan_runtime):
     import subprocess
     import sys
@@ -126,6 +129,7 @@ def test_run_shrinks_each_finding_and_saves_the_minimal_case(tmp_path, vulkan_ru
     assert small.case_id in (out / "report.html").read_text()
 
 
+@pytest.mark.slow
 def test_baseline_makes_known_failures_xfail_and_fails_only_on_new_ones(tmp_path):
     import subprocess
     import sys

@@ -40,7 +40,10 @@ KINDS = {
 }
 
 
-@pytest.mark.parametrize("kind", sorted(KINDS))
+# the two fp32 kinds in the fast tier (.ci/run); the int8 ones (~90 s each: pt2e quantization)
+# nightly (slow)
+@pytest.mark.parametrize("kind", [pytest.param(k, marks=pytest.mark.slow if k.startswith("int8")
+                                               else ()) for k in sorted(KINDS)])
 def test_shared_and_memoized_lowering_gives_identical_pte(kind):
     """Each lane lowered alone (no memo, no sharing, no reuse: ``prepare`` of one lane never
     reuses) against the lanes prepared together: the same verdict and the same bytes, also for

@@ -39,6 +39,7 @@ def run_script(path):
     return [ln for ln in proc.stdout.splitlines() if ln.startswith("STATUS: ")]
 
 
+@pytest.mark.slow
 def test_repro_reproduces_contract_violation_and_xnnpack_pass(run_dir):
     bad = CASES[0]
     listed = sorted(p.name for p in (run_dir / "repro").iterdir())

@@ -77,7 +77,12 @@ SHRUNK = [  # (what the failure needs, the simplest case Hypothesis shrinks to)
 ]
 
 
-@pytest.mark.parametrize("needs, simplest", SHRUNK, ids=[s for _, s in SHRUNK])
+# Each shrink is ~35 s of drawing: two run in the fast tier (.ci/run), all six nightly (slow).
+FAST_SHRINKS = {"conv1d_i1o1_k1_s1_p0_d1_g1_b0_x1x1x1_f16", "conv3d_i1o1_k1_s1_p0_d1_g1_b0_x1x1x1x1x1_f32"}
+
+
+@pytest.mark.parametrize("needs, simplest", [
+    pytest.param(n, s, id=s, marks=() if s in FAST_SHRINKS else pytest.mark.slow) for n, s in SHRUNK])
 def test_shrinking_goes_towards_the_simplest_conv(needs, simplest):
     """A failure that needs one feature shrinks to the simplest conv with just that feature:
     1d, float32, zeros, batch 1, not transposed, not quantized (draws are the same in number
