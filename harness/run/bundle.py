@@ -71,16 +71,19 @@ def prepared_for(header: dict, case: ConvCase, lane: Lane):
     return prepared_or_cached(case, lane, cache)[0]
 
 
+def read_run(run_dir: Path) -> tuple[RunFolder, object, dict, dict]:
+    """A run folder's (folder, matrix, cases by id, header); ValueError naming what is unreadable."""
+    folder = RunFolder(run_dir)
+    return folder, matrix.read(run_dir), {c.case_id: c for c in folder.cases()}, folder.header()
+
+
 def write(run_dir: Path, out: Path, lane: str = "vulkan", select: list[str] | None = None) -> dict:
     from harness.runtimes import vulkan
 
     if out.exists() and any(out.iterdir()):
         raise BundleError(f"{out} exists and is not empty")
-    folder = RunFolder(run_dir)
     try:
-        df = matrix.read(run_dir)
-        cases = {c.case_id: c for c in folder.cases()}
-        header = folder.header()
+        folder, df, cases, header = read_run(run_dir)
     except ValueError as e:
         raise BundleError(str(e)) from None
     manifest = vulkan.installed()

@@ -20,8 +20,7 @@ import torch
 from harness.stages import backends
 from harness.results import matrix
 from harness.lane import Lane
-from harness.run.bundle import prepared_for
-from harness.runfolder import RunFolder
+from harness.run.bundle import prepared_for, read_run
 from harness.stages.compare import compare
 from harness.stages.execute import runtime_message
 from harness.record import METRIC_COLUMNS, CellResult
@@ -124,11 +123,8 @@ def ingest(run_dir: Path, results: Path, device_name: str) -> tuple[list[CellRes
         raise IngestError(f"--device-name {device_name!r}: use letters, digits, '.', '_', '-'")
     index = _json(results / "cells.json")
     bundle = _json(results / "bundle.json")
-    folder = RunFolder(run_dir)
     try:
-        df = matrix.read(run_dir)
-        cases = {c.case_id: c for c in folder.cases()}
-        header = folder.header()
+        folder, df, cases, header = read_run(run_dir)
     except ValueError as e:
         raise IngestError(str(e)) from None
     if bundle.get("run_id") != folder.run_id:  # the run's identity, wherever its folder is now
