@@ -57,6 +57,15 @@ def nightly(session):
                 "--save-failures", "cases/found.json")
 
 
+def _dependencies_besides(*names: str) -> list[str]:
+    """pyproject.toml's [project] dependencies without ``names`` (read, not repeated here)."""
+    import re
+    import tomllib
+
+    deps = tomllib.loads(Path("pyproject.toml").read_text())["project"]["dependencies"]
+    return [d for d in deps if re.split(r"[\s<>=!~\[;]", d, maxsplit=1)[0] not in names]
+
+
 @nox.session
 def bisect(session):
     """The seed corpus against several executorch releases, then diffs between neighbours.
@@ -84,8 +93,10 @@ def bisect(session):
             session.run(python, "-m", "pip", "install", "-q", f"torch=={pairs[release]}")
             session.run(python, "-m", "pip", "install", "-q", f"executorch=={release}")
             session.run(python, "-m", "pip", "install", "-q", "--no-deps", "-e", ".")
-            session.run(python, "-m", "pip", "install", "-q", "hypothesis", "pandas", "jinja2",
-                        "pebble", "tqdm")
+            # the project's other dependencies, as pyproject.toml names them (matplotlib too: the
+            # findings' pictures), torch and executorch being this release's pair above
+            session.run(python, "-m", "pip", "install", "-q", *_dependencies_besides(
+                "torch", "executorch"))
             seconds = round(time.monotonic() - started, 1)
             (venv / "convconf-install.json").write_text(json.dumps(
                 {"executorch": release, "torch": pairs[release], "install_s": seconds}))
