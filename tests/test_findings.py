@@ -220,18 +220,21 @@ def test_where_the_output_is_wrong_splits_mismatch_findings_and_other_sizes_stay
     cells = [_mismatch(dw(7, 8), (Ellipsis, slice(-3, None))),  # the depthwise right edge ...
              _mismatch(dw(9, 12, 8), (Ellipsis, slice(-4, None))),  # ... wider, on more channels
              _mismatch(grouped(8, 4, 8), (slice(None), slice(2, 4))),  # channels of group 1
-             _mismatch(grouped(4, 8, 10), (slice(None), slice(4, 8)))]
+             _mismatch(grouped(4, 8, 10), (slice(None), slice(4, 8))),
+             _mismatch(dw(5, 6), (Ellipsis, slice(-1, None)))]  # one column: "1 col"
     assert cells[0].message.split("/")[1] != cells[1].message.split("/")[1]  # other sizes
     df = matrix.frame([r.to_row() for r in cells])
     assert list(df["error_pattern"])[:3] == [
         "right edge 3 cols · all channels · all batches",
         "right edge 4 cols · all channels · all batches",
         "channels of group >= 1 · everything spatial · all batches"]
+    assert cells[4].error_pattern == "right edge 1 col · all channels · all batches"
     found = findings.find(df)
-    assert len(found) == 2 and sorted(f.count for f in found) == [2, 2]
+    assert len(found) == 2 and sorted(f.count for f in found) == [2, 3]
     by_where = {f.error_pattern.split(" · ")[0]: f for f in found}
     assert set(by_where) == {"right edge 3 cols", "channels of group >= 1"}
-    assert by_where["right edge 3 cols"].case_ids == sorted(c.case_id for c in cells[:2])
+    assert by_where["right edge 3 cols"].case_ids == sorted(c.case_id for c in cells[:2]
+                                                            + cells[4:])
     assert by_where["right edge 3 cols"].signature.endswith(
         " @ right edge N cols · all channels · all batches")
     # the id of each cell is its finding's, however the cell is read back
@@ -244,7 +247,7 @@ def test_where_the_output_is_wrong_splits_mismatch_findings_and_other_sizes_stay
     # with the id such a matrix always had
     old = back.drop(columns=["error_pattern"])
     (legacy,) = findings.find(old)
-    assert legacy.count == 4 and legacy.error_pattern == ""
+    assert legacy.count == 5 and legacy.error_pattern == ""
     assert legacy.id == findings.finding_id("vulkan", "MISMATCH", cells[0].message)
     # a baseline written then still knows these cells (by the message-only id)
     from harness.results import baseline

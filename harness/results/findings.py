@@ -53,13 +53,23 @@ _VARIABLE = [
 ]
 
 
+# a pattern's unit after its count: "right edge 1 col" and "right edge 3 cols" are one bug at two
+# kernel sizes (fingerprint.py words a count of 1 in the singular)
+_UNIT = re.compile(r"\bN (col|row|slice|channel|batch)(?:e?s)?\b")
+_PLURAL = {"batch": "batches"}
+
+
+def _plural_units(text: str) -> str:
+    return _UNIT.sub(lambda m: f"N {_PLURAL.get(m.group(1), m.group(1) + 's')}", text)
+
+
 def signature(status: str, message: str, error_pattern: str = "") -> str:
     """What a cell's failure is, with what varies from cell to cell taken out; a MISMATCH with
     an error pattern adds it (`` @ `` and the pattern, numbers taken out)."""
     base = _message_signature(status, message)
     pattern = error_pattern if isinstance(error_pattern, str) else ""  # NaN: an older matrix
     if status == Status.MISMATCH.value and pattern.strip():
-        return f"{base} @ {_normalise(pattern.strip())}"
+        return f"{base} @ {_plural_units(_normalise(pattern.strip()))}"
     return base
 
 
