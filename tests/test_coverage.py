@@ -76,6 +76,8 @@ def test_coverage_json_has_known_and_reached_per_backend(runs):
         seen = {p for cell in cells.values() if cell.backend == backend for p in cell.reached}
         assert set(c["reached"]) == seen & set(c["known"])
         assert sum(f["known"] for f in c["families"].values()) == len(c["known"])
+        assert set(c["reachable"]) <= set(c["known"])  # reachable: routing_grid.py
+        assert c["unreached_reachable"] == sorted(set(c["reachable"]) - set(c["reached"]))
     assert len(data["xnnpack"]["known"]) == len(xnnpack_paths.KNOWN)
     model = data["routing_model"]
     executed = [c for c in cells.values() if c.backend == "vulkan" and c.reached]
@@ -151,6 +153,11 @@ def test_report_coverage_section_renders_in_chromium(runs, chromium):
         totals = page.locator("#coverage h3.coverage-backend .coverage-total").all_inner_texts()
         assert totals == [f"{len(data[b]['reached'])}/{len(data[b]['known'])}"
                           for b in ("vulkan", "xnnpack")]
+        reachable = page.locator("#coverage h3.coverage-backend .coverage-reachable")
+        assert reachable.all_inner_texts() == [
+            f"{len(data[b]['reached'])}/{len(data[b]['reachable'])}" for b in ("vulkan", "xnnpack")]
+        unreached = page.locator('p.coverage-unreached-reachable[data-backend="vulkan"]')
+        assert "conv2d_dw_output_tile_5x5_float" in unreached.inner_text()
         row = page.locator('table[data-backend="vulkan"] tr[data-family="conv2d_dw_output_tile"]')
         assert row.locator("td.ratio").inner_text().startswith("1/")
         assert "conv2d_dw_output_tile_5x5_float" in row.locator("td.unreached").inner_text()

@@ -5,8 +5,16 @@ Observed: each executed cell's ``reached`` (execute.py): the compute shaders the
 dispatched, the conv nodes of the XNNPACK payload. Known: the universe they are drawn from --
 the conv shader variants of the Vulkan plug-in's source (runtimes/shaders.py, recorded in the
 run header as ``vulkan.conv_shaders``) and XNNPACK's conv node kinds x datatypes x fused
-activation (stages/backends/xnnpack_paths.py). Per family: reached / known, the unreached
-listed. A green matrix over unreached code is no evidence; this says which code it is.
+activation (stages/backends/xnnpack_paths.py). Reachable: the known paths the routing models
+route a generated case to on this device (stages/backends/routing_grid.py enumerates the
+models' routes over a grid of the case fields they read); every other known path is listed
+with why it is unreachable (Mali only, no int8 dot product only, not generated, not routed by
+the model). Per family: reached / reachable / known, the unreached reachable paths first. A
+green matrix over unreached code is no evidence; this says which code it is.
+
+The device facts the Vulkan routes depend on: Mali when the run header's first Vulkan device is
+named Mali; int8 dot products assumed (lavapipe and the NVIDIA H200 have them; vulkaninfo's
+summary does not say).
 
 Predicted: the routing model (stages/backends/vulkan_routing.py) names the conv shaders a case
 reaches on the stock runtime; for every executed stock Vulkan cell that reported dispatches
@@ -24,7 +32,7 @@ from pathlib import Path
 from harness.lane import Lane
 from harness.record import CellResult
 from harness.runfolder import atomic_write
-from harness.stages.backends import vulkan_routing, xnnpack_paths
+from harness.stages.backends import routing_grid, vulkan_routing, xnnpack_paths
 
 FILE = "coverage.json"
 
@@ -34,10 +42,16 @@ class Family:
     name: str
     known: list
     reached: list
+    reachable: list = field(default_factory=list)  # of known: reachable on this device
+    unreachable: dict = field(default_factory=dict)  # known name -> why it is not
 
     @property
     def unreached(self) -> list:
         return sorted(set(self.known) - set(self.reached))
+
+    @property
+    def unreached_reachable(self) -> list:
+        return sorted(set(self.reachable) - set(self.reached))
 
 
 @dataclass
@@ -47,6 +61,8 @@ class BackendCoverage:
     other_reached: list = field(default_factory=list)  # reached, outside the known universe
     source: str = ""  # where the known universe was read from
     problem: str = ""  # why it is empty or partial
+    device: dict = field(default_factory=dict)  # the device facts reachability assumed
+    absent: dict = field(default_factory=dict)  # named by the model, not in the source: rule
 
     @property
     def known(self) -> list:
@@ -60,12 +76,44 @@ class BackendCoverage:
     def unreached(self) -> list:
         return sorted(n for f in self.families for n in f.unreached)
 
+    @property
+    def reachable(self) -> list:
+        return sorted(n for f in self.families for n in f.reachable)
+
+    @property
+    def unreached_reachable(self) -> list:
+        return sorted(n for f in self.families for n in f.unreached_reachable)
+
+    @property
+    def unreachable(self) -> dict:
+        return dict(sorted((n, why) for f in self.families for n, why in f.unreachable.items()))
+
+    def unreachable_by_reason(self) -> dict:
+        """reason -> [names], the reasons in REASONS order."""
+        out: dict = {}
+        for name, why in self.unreachable.items():
+            out.setdefault(why, []).append(name)
+        order = list(routing_grid.REASONS.values())
+        return dict(sorted(out.items(), key=lambda kv: (order.index(kv[0])
+                                                        if kv[0] in order else len(order))))
+
+    @property
+    def notes(self) -> dict:
+        """reason -> what it means, for the reasons this backend's unreachable paths give."""
+        return {why: routing_grid.NOTES.get(why, "") for why in self.unreachable_by_reason()}
+
     def to_dict(self) -> dict:
         return {"known": self.known, "reached": self.reached, "unreached": self.unreached,
+                "reachable": self.reachable, "unreached_reachable": self.unreached_reachable,
+                "unreachable": self.unreachable,
                 "families": {f.name: {"known": len(f.known), "reached": f.reached,
-                                      "unreached": f.unreached} for f in self.families},
+                                      "unreached": f.unreached, "reachable": f.reachable,
+                                      "unreached_reachable": f.unreached_reachable}
+                             for f in self.families},
                 "other_reached": self.other_reached, "source": self.source,
-                "problem": self.problem}
+                "problem": self.problem, "device": self.device,
+                "reasons": self.notes,
+                "predicted_absent": self.absent}
 
 
 @dataclass
@@ -108,11 +156,23 @@ class Coverage:
         return out
 
 
-def _by_family(known_families: dict, reached: set) -> tuple[list, list]:
-    families = [Family(name, sorted(names), sorted(reached & set(names)))
+def _by_family(known_families: dict, reached: set, reach: routing_grid.Reachability
+               ) -> tuple[list, list]:
+    families = [Family(name, sorted(names), sorted(reached & set(names)),
+                       sorted(set(names) & set(reach.reachable)),
+                       {n: reach.unreachable[n] for n in sorted(names) if n in reach.unreachable})
                 for name, names in sorted(known_families.items())]
     known = {n for names in known_families.values() for n in names}
     return families, sorted(reached - known)
+
+
+def device_facts(header: dict) -> dict:
+    """The device facts the Vulkan routes are enumerated for (module docstring)."""
+    devices = (header.get("vulkan") or {}).get("devices") or []
+    name = str((devices[0] or {}).get("deviceName", "")) if devices else ""
+    return {"mali": "mali" in name.lower(), "int8_dot": True,
+            "device": name or "unknown",
+            "note": "int8_dot assumed (lavapipe and the H200 have it); mali from the device name"}
 
 
 def compute(cells: list[CellResult], header: dict | None = None) -> Coverage:
@@ -127,19 +187,25 @@ def compute(cells: list[CellResult], header: dict | None = None) -> Coverage:
         seen = reached.get(backend, set())
         if backend == "vulkan":
             universe = (header.get("vulkan") or {}).get("conv_shaders") or {}
-            families, other = _by_family(universe.get("families") or {}, seen)
+            names = universe.get("families") or {}
+            facts = device_facts(header)
+            reach = routing_grid.vulkan([n for v in names.values() for n in v],
+                                        mali=facts["mali"], int8_dot=facts["int8_dot"])
+            families, other = _by_family(names, seen, reach)
             problem = universe.get("problem", "") if universe else \
                 "the run header names no Vulkan shader universe (no plug-in manifest)"
             out.backends[backend] = BackendCoverage(backend, families, other,
-                                                    universe.get("source", ""), problem)
+                                                    universe.get("source", ""), problem, facts,
+                                                    reach.absent)
         elif backend == "xnnpack":
             known: dict[str, list] = {}
             for path in xnnpack_paths.KNOWN:
                 known.setdefault(xnnpack_paths.family(path), []).append(path)
-            families, other = _by_family(known, seen)
+            reach = routing_grid.xnnpack()
+            families, other = _by_family(known, seen, reach)
             out.backends[backend] = BackendCoverage(
                 backend, families, other, "stages/backends/xnnpack_paths.py (schema.fbs node "
-                "kinds x datatypes x fused activation)")
+                "kinds x datatypes x fused activation)", absent=reach.absent)
         else:
             out.backends[backend] = BackendCoverage(backend, [], sorted(seen), "",
                                                     "no known universe for this backend")
@@ -149,11 +215,12 @@ def compute(cells: list[CellResult], header: dict | None = None) -> Coverage:
         lane = Lane.of(c.backend, c.fixes)
         if lane.backend != "vulkan" or lane.fixes or not c.reached:
             continue  # the model is of the stock runtime; a runtime fix may route differently
-        route = vulkan_routing.predict(c.case)
+        route = vulkan_routing.predict(c.case, mali=bool(vk and vk.device.get("mali")))
         observed = sorted(n for n in c.reached if n in conv_names or _conv_like(n))
         out.routing.append(RoutingCheck(c.case_id, lane.name,
-                                        list(route.shaders) if route else None, observed,
-                                        route.rule if route else ""))
+                                        list(route.dispatched) if route else None, observed,
+                                        (route.rule + (f"; {route.refused}" if route.refused
+                                                       else "")) if route else ""))
     return out
 
 
@@ -175,10 +242,18 @@ def summary_lines(cov: Coverage) -> list[str]:
     agreement, each disagreement."""
     lines = []
     for backend, c in sorted(cov.backends.items()):
-        per = ", ".join(f"{f.name} {len(f.reached)}/{len(f.known)}" for f in c.families
-                        if f.reached)
-        lines.append(f"coverage {backend}: {len(c.reached)}/{len(c.known)} known paths reached"
-                     + (f" ({per})" if per else "") + (f"; {c.problem}" if c.problem else ""))
+        per = ", ".join(f"{f.name} {len(f.reached)}/{len(f.reachable)}/{len(f.known)}"
+                        for f in c.families if f.reached)
+        why = ", ".join(f"{len(names)} {reason}"
+                        for reason, names in c.unreachable_by_reason().items())
+        lines.append(f"coverage {backend}: {len(c.reached)}/{len(c.reachable)} reachable "
+                     f"({len(c.known)} known) paths reached"
+                     + (f" (reached/reachable/known: {per})" if per else "")
+                     + (f"; unreachable here: {why}" if why else "")
+                     + (f"; {c.problem}" if c.problem else ""))
+        if c.unreached_reachable:
+            lines.append(f"coverage {backend}: reachable, unreached: "
+                         f"{', '.join(c.unreached_reachable)}")
     if cov.routing:
         n = cov.routing_counts()
         lines.append(f"routing model vs dispatched (stock Vulkan, executed): {n['agree']} agree, "
