@@ -49,8 +49,11 @@ def nightly(session):
     # the matrix last: it exits 1 (failing the session) only for findings not in the committed
     # expectations; OUT/junit.xml holds its cells, known ones as xfail. Every finding is shrunk
     # (its tries per minute in shrunk.json, findings.md and the log) and then diagnosed: the
-    # minimal case's one-step variants run as real cells, naming what decides it
+    # minimal case's one-step variants run as real cells, naming what decides it. --steer adds
+    # the cases the routing models say reach the reachable paths the 300 leave unreached
+    # (steering.NIGHTLY_STEER: measured, every reachable Vulkan shader and XNNPACK path)
     session.run("python", "-m", "harness", "run", "--out", out, "--profile", "nightly",
+                "--steer", "45",
                 "--fixes", "all", "--overwrite", "--shrink", "120", "--diagnose",
                 "--diagnose-budget", "120",
                 "--baseline", "cases/expectations/nightly.json",

@@ -1,30 +1,53 @@
 """Steering: more cases where the routing models say a case list leaves code unreached.
 
-``steer(cases, extra, seed)`` draws candidates from the run's strategy with Hypothesis (the
-seed makes them reproducible) and keeps a candidate only when it is predicted to reach a code
-path no case so far is predicted to reach: a Vulkan conv shader (stages/backends/
-vulkan_routing.py, read from the runtime's shader selection) or an XNNPACK conv path
-(xnnpack_paths.predict). The predictions only choose cases; what a cell reached is observed when
+``steer(cases, extra, seed)`` adds up to ``extra`` cases, each predicted to reach a code path no
+case so far is predicted to reach: a Vulkan conv shader (stages/backends/vulkan_routing.py, read
+from the runtime's shader selection) or an XNNPACK conv path (xnnpack_paths.predict).
+
+First it aims: the targets are the *reachable* paths (stages/backends/routing_grid.py: every
+route the models give over a grid of the case fields they read, on a device without Mali and
+with int8 dot products, cases the generators draw and the runtime does not refuse) that the list
+leaves unreached. Greedily, it takes the grid leaves (of either model's exploration, the other
+model asked at the leaf's case) that reach the most targets at once, new Vulkan shaders first,
+then XNNPACK paths, keeps the cheapest of those (output elements), and Hypothesis draws a case
+there: which leaf, and the details the leaf leaves open (group count, kernel among the "other" sizes,
+wide C_out, sizes, hardtanh bounds, int or tuple spellings). The case is kept when it reaches as
+many targets as its leaf promised. Then, for whatever is left of ``extra``, it draws candidates
+from the run's own strategy and keeps the ones that reach anything new.
+
+Reproducible: the seed, the case list and the models decide everything (no device, no plug-in
+source is consulted), so every shard of a run draws the same steered cases; ``harness run``
+shards after steering. The predictions only choose cases; what a cell reached is observed when
 it runs (coverage.json), and where the Vulkan model was wrong the run lists it.
 """
 
 from __future__ import annotations
 
+import math
+from functools import lru_cache
+
 from hypothesis import HealthCheck, Phase, given, seed as hyp_seed, settings, strategies as st
 
 from harness.spec import ConvCase
-from harness.stages.backends import vulkan_routing, xnnpack_paths
+from harness.stages.backends import routing_grid, vulkan_routing, xnnpack_paths
 
+# What the nightly passes (noxfile.py nightly, nightly.yml's shards): the smallest --steer that
+# takes the nightly profile's 300 generated cases (seed 0) to every reachable path, predicted:
+# Vulkan 12/50 reachable shaders -> 50/50, XNNPACK 18/40 reachable paths -> 40/40 (31 already
+# give 45/50 = 90% of the Vulkan shaders; the 300 reach all three XNNPACK node kinds).
+NIGHTLY_STEER = 45
 CHUNK = 64  # candidates per Hypothesis example
 ROUNDS = 16  # examples drawn (CHUNK * ROUNDS candidates)
+TRIES = 6  # Hypothesis examples per aimed case (the last that reaches its targets is kept)
+CHEAP = 2  # aim at leaves whose output is at most CHEAP x the smallest of the equally good
 
 
 def buckets(case: ConvCase) -> set[str]:
     """The code paths ``case`` is predicted to reach: ``vulkan:<shader>``, ``xnnpack:<path>``."""
     out = set()
     route = vulkan_routing.predict(case)
-    if route:
-        out.update(f"vulkan:{s}" for s in route.shaders)
+    if route:  # a refused route, or a shader the source lacks, dispatches nothing
+        out.update(f"vulkan:{s}" for s in route.dispatched)
     path = xnnpack_paths.predict(case)
     if path:
         out.add(f"xnnpack:{path}")
@@ -99,17 +122,101 @@ def candidates():
     return st.one_of(mixed_cases(), delegatable, int8, routed_cases())
 
 
+@lru_cache(maxsize=None)
+def reachable() -> frozenset:
+    """The buckets steering aims at: the paths the models route a generated case to (Vulkan:
+    no Mali, int8 dot products, the shaders the source has; XNNPACK: its known paths)."""
+    here = routing_grid.vulkan_names(mali=False, int8_dot=True)[0]
+    paths = routing_grid.xnnpack().reachable
+    return frozenset({f"vulkan:{n}" for n in here} | {f"xnnpack:{p}" for p in paths})
+
+
+@lru_cache(maxsize=None)
+def _leaves() -> tuple:
+    """(leaf, its buckets, its output elements) for the grid leaves of either model (each
+    model's exploration, the other model asked at the leaf's own case), generated cases only."""
+    out = []
+    for leaf in routing_grid.vulkan_leaves() + routing_grid.xnnpack_leaves():
+        if leaf.answer[0]:  # never generated
+            continue
+        case = leaf.case()
+        found = frozenset(buckets(case))
+        if found:
+            out.append((leaf, found, math.prod(case.output_shape())))
+    return tuple(out)
+
+
+def _gain(found, targets: set) -> tuple:
+    """What reaching ``found`` is worth: new Vulkan shaders first, then new XNNPACK paths."""
+    new = found & targets
+    vk = sum(b.startswith("vulkan:") for b in new)
+    return vk, len(new) - vk
+
+
+def _draw_toward(tied: list, targets: set, gain: tuple, key: str, seen: set) -> ConvCase | None:
+    """A case at one of ``tied`` (grid leaves), its details drawn by Hypothesis (seeded by
+    ``key``), worth ``gain``; else the first leaf's own case that is."""
+    kept: list[ConvCase] = []
+
+    def one(data):
+        leaf = data.draw(st.sampled_from(tied))
+        case = data.draw(st.composite(lambda draw: leaf.case(draw))())
+        if case.case_id not in seen and _gain(buckets(case), targets) >= gain:
+            kept.append(case)
+
+    run = settings(max_examples=TRIES, database=None, phases=[Phase.generate], deadline=None,
+                   suppress_health_check=list(HealthCheck))(given(st.data())(one))
+    hyp_seed(key)(run)()
+    if kept:
+        return kept[-1]
+    for leaf in tied:
+        case = leaf.case()
+        if case.case_id not in seen and _gain(buckets(case), targets) >= gain:
+            return case
+    return None
+
+
+def aim(covered: set, seen: set, extra: int, seed: int) -> list[ConvCase]:
+    """Up to ``extra`` cases toward the reachable paths outside ``covered``, greedily: each from
+    the leaves that reach the most of them at once, Vulkan shaders before XNNPACK paths
+    (updates ``covered`` and ``seen``)."""
+    targets = set(reachable()) - covered
+    pool = list(_leaves())
+    picked: list[ConvCase] = []
+    while targets and pool and len(picked) < extra:
+        gains = [_gain(found, targets) for _, found, _ in pool]
+        gain = max(gains)
+        if gain == (0, 0):
+            break
+        best = [(leaf, size) for (leaf, _, size), g in zip(pool, gains, strict=True) if g == gain]
+        cheapest = min(size for _, size in best)
+        tied = [leaf for leaf, size in best if size <= CHEAP * cheapest]
+        case = _draw_toward(tied, targets, gain, f"{seed}:steer:{len(picked)}", seen)
+        if case is None:  # none of these leaves gives a new case: leave them out
+            pool = [p for p, g in zip(pool, gains, strict=True) if g != gain]
+            continue
+        picked.append(case)
+        seen.add(case.case_id)
+        found = buckets(case)
+        covered |= found
+        targets -= found
+    return picked
+
+
 def steer(cases: list[ConvCase], extra: int, seed: int, strategy=None,
           rounds: int = ROUNDS) -> list[ConvCase]:
     """Up to ``extra`` new cases, each predicted to reach a path none of ``cases`` (nor an
-    earlier pick) reaches, in the order drawn."""
+    earlier pick) reaches: first aimed at the unreached reachable paths (``aim``), then drawn
+    from ``strategy`` (default: ``candidates()``) for whatever is left of ``extra``."""
     if extra <= 0:
         return []
-    if strategy is None:
-        strategy = candidates()
     covered = set().union(*(buckets(c) for c in cases)) if cases else set()
     seen = {c.case_id for c in cases}
-    picked: list[ConvCase] = []
+    picked = aim(covered, seen, extra, seed)
+    if len(picked) >= extra:
+        return picked
+    if strategy is None:
+        strategy = candidates()
 
     def consider(chunk: list[ConvCase]) -> None:
         for case in chunk:
