@@ -307,7 +307,7 @@ def test_the_bundle_feeds_every_input(vulkan_runtime, tmp_path):
         assert local.loc[0, "status"] in ("LOWER_ERROR", "INVALID"), made.stderr
         return
     files = sorted((tmp_path / "b" / "cells" / "0001").glob("input*.bin"))
-    assert [f.name for f in files] == [f"input{i}.bin" for i in range(4)]
+    assert [f.name for f in files] == [f"input{i:03d}.bin" for i in range(4)]
     shapes = [case.input_shape, (8, 4, 3, 3), (8,), case.output_shape()]
     itemsize = torch.empty((), dtype=torch_dtype(case)).element_size()
     assert [f.stat().st_size for f in files] == [itemsize * torch.Size(s).numel() for s in shapes]

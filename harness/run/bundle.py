@@ -5,7 +5,7 @@ Layout (all paths relative, so the folder can be copied anywhere):
     lib/                  the wheel's libexecutorch.so + kernel libraries, the Vulkan plug-in
     bin-pXXXXXXXX/        per runtime patch set of the bundled lanes: the runner and the plug-in
                           built with those patches (found first, through $ORIGIN)
-    cells/NNNN/           program.pte, input0.bin ... (raw bytes, the dtype/shape the program takes);
+    cells/NNNN/           program.pte, input000.bin ... (raw bytes, the dtype/shape the program takes);
                           ``runtime`` names the bin folder of a patched lane's cell
     cells.json            NNNN -> case id, backend, fixes, patches (copied into the results)
     bundle.json           versions, runtime source commit, the run it came from
@@ -119,7 +119,7 @@ def write(run_dir: Path, out: Path, lane: str = "vulkan", select: list[str] | No
         cell.mkdir()
         (cell / "program.pte").write_bytes(prepared.pte)
         for i, t in enumerate(prepared.refs.inputs):
-            (cell / f"input{i}.bin").write_bytes(_raw(t))
+            (cell / f"input{i:03d}.bin")  # zero-padded: run.sh's glob is their order.write_bytes(_raw(t))
         patches = lane_patches(Lane.of(r.backend, r.fixes))
         if patches:
             (cell / "runtime").write_text(patched[patches]["bin"] + "\n")
