@@ -343,3 +343,25 @@ def test_a_malformed_known_issues_file_is_one_line_exit_2_and_nothing_written(tm
                         capture_output=True, text=True, timeout=300)
     assert ok.returncode == 0, ok.stderr
     assert "known: #22774 (open), #22778 (open)" in (run / "report.html").read_text()
+
+
+@pytest.mark.parametrize("matching, known", [(1, False), (2, True)])
+def test_a_known_issue_names_a_finding_only_through_its_representative_or_most_cells(matching,
+                                                                                     known):
+    """A finding whose representative does not show a known issue, and of whose cells only a
+    minority does (they happen to share its features, e.g. a "same" + even kernel case among
+    int8 convs with runtime weights), is new: the label says how many cells also match."""
+    from harness.record import CellResult
+    from harness.results import findings
+
+    spellings = [1] + ["valid"] * matching + [2] * (2 - matching)  # the first is the representative
+    cells = [CellResult(case=case(in_channels=3, out_channels=8, padding=p), backend="vulkan",
+                        status="RUNTIME_ERROR", message=IVEC2) for p in spellings]
+    (f,) = findings.find(cells)
+    assert f.example["case_id"] == cells[0].case_id
+    assert f.known_issues[0]["id"] == "vulkan-make-ivec2-length-1"
+    assert f.known_issues[0]["cells"] == f"{matching}/3"
+    if known:
+        assert f.known == "known: #22774 (open), #22778 (open)"
+    else:
+        assert f.known == "new (1/3 cells also match #22774 (open), #22778 (open))"

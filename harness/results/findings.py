@@ -154,7 +154,8 @@ class Finding:
     first_seen: str = ""  # run start times: from the baseline where it knew the finding
     last_seen: str = ""
     error_pattern: str = ""  # a MISMATCH: where its representative (example) is wrong
-    known: str = "new"  # "known: #22774 (open), ..." / "known, not reported upstream" / "new"
+    known: str = "new"  # "known: #22774 (open), ..." / "known, not reported upstream" / "new" /
+    # "new (2/6 cells also match #20517 ...)": a minority matched, not the representative
     known_issues: list = field(default_factory=list)  # [{id, title, label, cells: "k/n"}]
     picture: str = ""  # a MISMATCH: pictures/F-....png (relative to the run folder), if drawn
     # --diagnose (results/diagnosis.py): the fields whose one-step variants of the
@@ -239,7 +240,8 @@ def find(results: list[CellResult] | pd.DataFrame, run_dir: Path | None = None,
 
 def _known(f: Finding, example: CellResult, cells: list[CellResult], issues: tuple) -> None:
     """The known upstream issues the finding's cells show, most cells first; the label of the
-    one its representative shows (else the most shown), or "new" when none matches."""
+    one its representative shows (else of the one most cells show, if that is most of them), or
+    "new" when none matches ("new (k/n cells also match ...)" when only a minority does)."""
     from harness.results import known_issues
 
     hits: dict[str, list] = {}
@@ -257,7 +259,11 @@ def _known(f: Finding, example: CellResult, cells: list[CellResult], issues: tup
     f.known_issues = [{"id": k.id, "title": k.title, "label": k.label, "cells": f"{n}/{len(cells)}",
                        "upstream": [u._asdict() for u in k.upstream], "fixed_in": k.fixed_in}
                       for k, n in ordered]
-    f.known = ordered[0][0].label
+    top, n = ordered[0]
+    if top.id in shown or 2 * n > len(cells):
+        f.known = top.label
+    else:  # a few cells match by coincidence (e.g. also "same" + even kernel): not the bug's name
+        f.known = f"new ({n}/{len(cells)} cells also match {top.label.removeprefix('known: ')})"
 
 
 def _fixed_by(cells: list[CellResult], results: list[CellResult], by_key: dict) -> dict:
