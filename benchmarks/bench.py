@@ -241,7 +241,8 @@ def main() -> int:
         print(f"cold vs naive: {times['naive'] / times['cold']:.2f}x faster")
     print(f"warm vs cold:  {times['cold'] / times['warm']:.2f}x faster (in-process execute(); "
           f"{times['cold'] / times['warm, whole command']:.2f}x as a whole `harness run`)")
-    print(f"peak RSS: {peak.total_mib:.0f} MiB for the whole process tree, largest process "
+    print(f"peak PSS: {peak.pss_mib:.0f} MiB for the whole process tree (RSS summed "
+          f"{peak.total_mib:.0f} MiB: shared pages once per process), largest process "
           f"{peak.largest_mib:.0f} MiB")
     return 0
 

@@ -2,6 +2,10 @@
 
 ``resource.getrusage(RUSAGE_CHILDREN)`` cannot see the workers: they are children of the
 forkserver (harness/workers.py), which outlives the measurement. So a thread samples the tree.
+Two sums: RSS counts a page shared by several processes (the forkserver's torch, copy-on-write
+in every worker) once per process, so it overstates what the tree takes; PSS (proportional set
+size, /proc/PID/smaps_rollup) divides each shared page among its sharers, so it sums to the
+memory the tree really holds. The largest single process is by RSS.
 """
 
 from __future__ import annotations
@@ -11,8 +15,16 @@ import threading
 from pathlib import Path
 
 
-def _tree_rss_kib(root: int) -> tuple[int, int]:
-    """(sum, largest) RSS in KiB over ``root`` and its descendants."""
+def _pss_kib(pid: int) -> int:
+    try:
+        text = Path(f"/proc/{pid}/smaps_rollup").read_text()
+    except OSError:  # it ended, or a kernel without smaps_rollup
+        return 0
+    return next((int(ln.split()[1]) for ln in text.splitlines() if ln.startswith("Pss:")), 0)
+
+
+def _tree_rss_kib(root: int) -> tuple[int, int, int]:
+    """(RSS sum, largest RSS, PSS sum) in KiB over ``root`` and its descendants."""
     children: dict[int, list[int]] = {}
     rss: dict[int, int] = {}
     for proc in Path("/proc").iterdir():
@@ -28,27 +40,29 @@ def _tree_rss_kib(root: int) -> tuple[int, int]:
         children.setdefault(ppid, []).append(pid)
         rss[pid] = next((int(ln.split()[1]) for ln in status.splitlines()
                          if ln.startswith("VmRSS:")), 0)
-    total, largest, todo = 0, 0, [root]
+    total, largest, pss, todo = 0, 0, 0, [root]
     while todo:
         pid = todo.pop()
         total += rss.get(pid, 0)
         largest = max(largest, rss.get(pid, 0))
+        pss += _pss_kib(pid)
         todo.extend(children.get(pid, []))
-    return total, largest
+    return total, largest, pss
 
 
 class PeakRSS:
     """``with PeakRSS() as peak: ...`` then ``peak.total_mib``, ``peak.largest_mib``."""
 
     def __init__(self, every_s: float = 0.25):
-        self.every_s, self.total_kib, self.largest_kib = every_s, 0, 0
+        self.every_s, self.total_kib, self.largest_kib, self.pss_kib = every_s, 0, 0, 0
         self._stop = threading.Event()
 
     def _sample(self) -> None:
         while not self._stop.wait(self.every_s):
-            total, largest = _tree_rss_kib(os.getpid())
+            total, largest, pss = _tree_rss_kib(os.getpid())
             self.total_kib = max(self.total_kib, total)
             self.largest_kib = max(self.largest_kib, largest)
+            self.pss_kib = max(self.pss_kib, pss)
 
     def __enter__(self) -> PeakRSS:
         self._thread = threading.Thread(target=self._sample, daemon=True)
@@ -67,6 +81,10 @@ class PeakRSS:
     def largest_mib(self) -> float:
         return self.largest_kib / 1024
 
+    @property
+    def pss_mib(self) -> float:
+        return self.pss_kib / 1024
+
 
 def main(argv: list[str]) -> int:
     """``python benchmarks/tree_rss.py CMD ...``: run CMD, then print its wall time and the peak
@@ -77,8 +95,9 @@ def main(argv: list[str]) -> int:
     t0 = time.perf_counter()
     with PeakRSS() as peak:
         rc = subprocess.call(argv)
-    print(f"wall {time.perf_counter() - t0:.1f} s; peak RSS {peak.total_mib:.0f} MiB for the "
-          f"process tree, largest process {peak.largest_mib:.0f} MiB; exit {rc}")
+    print(f"wall {time.perf_counter() - t0:.1f} s; peak PSS {peak.pss_mib:.0f} MiB for the process "
+          f"tree (RSS summed {peak.total_mib:.0f} MiB, shared pages counted per process), largest "
+          f"process {peak.largest_mib:.0f} MiB; exit {rc}")
     return rc
 
 
