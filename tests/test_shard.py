@@ -100,3 +100,47 @@ def test_merge_refuses_what_is_not_one_run(runs, tmp_path):
         assert not (tmp_path / name / "matrix.csv").exists()
     one_error_line(harness("merge", runs / "s1", runs / "s2", "--out", runs / "whole"),
                    "already holds a run")
+
+
+def test_the_nightly_artifact_flow_on_one_machine(runs, vulkan_runtime, tmp_path):
+    """nightly.yml's jobs on one machine, each on its own copy of what it downloads: the shards'
+    folders (artifacts) merged; the merged run downloaded again, bundled; run.sh on the bundle
+    alone (the GPU job; lavapipe here, no Python on PATH); the merged run downloaded a third time
+    and the device results ingested into it; its report. The result is the unsharded run cell for
+    cell, and the device lane has the in-process Vulkan statuses."""
+    def download(src, dst):  # an artifact: a copy at another path, file modes not kept
+        shutil.copytree(src, dst, copy_function=shutil.copyfile)
+        return dst
+
+    shards = [download(runs / s, tmp_path / "merge-job" / s) for s in ("s1", "s2")]
+    merged = tmp_path / "merge-job" / "run"
+    proc = harness("merge", *shards, "--out", merged)
+    assert proc.returncode == 0, proc.stderr
+    bundled = download(merged, tmp_path / "gpu-bundle-job" / "run")
+    proc = harness("bundle", bundled, "--out", tmp_path / "gpu-bundle-job" / "bundle")
+    assert proc.returncode == 0, proc.stderr
+    gpu = tmp_path / "gpu-job"
+    shutil.copytree(tmp_path / "gpu-bundle-job" / "bundle", gpu / "bundle")  # the tarball keeps modes
+    device = subprocess.run(["sh", str(gpu / "bundle" / "run.sh"), str(gpu / "results")],
+                            capture_output=True, text=True, timeout=900,
+                            env={"PATH": "/usr/bin:/bin"})
+    assert device.returncode == 0, device.stderr
+    final = download(merged, tmp_path / "gpu-ingest-job" / "run")
+    results = download(gpu / "results", tmp_path / "gpu-ingest-job" / "results")
+    proc = harness("ingest", final, results, "--device-name", "lavapipe")
+    assert proc.returncode == 0, proc.stderr
+    proc = harness("report", final)
+    assert proc.returncode == 0, proc.stderr
+
+    whole = pd.read_csv(runs / "whole" / "matrix.csv", keep_default_na=False)
+    after = pd.read_csv(final / "matrix.csv", keep_default_na=False)
+    cols = ["case_id", "backend", "fixes", "status", "message", "max_abs_error", "predicted"]
+    local = after[after.backend != "vulkan@lavapipe"].reset_index(drop=True)
+    pd.testing.assert_frame_equal(local[cols], whole[cols])
+    lowered = whole[(whole.backend == "vulkan") & ~whole.status.isin(["LOWER_ERROR", "INVALID"])]
+    vulkan = {(r.case_id, r.fixes): r.status for r in lowered.itertuples()}  # a program to bundle
+    there = after[after.backend == "vulkan@lavapipe"]
+    assert len(there) == len(vulkan) > 0
+    assert {(r.case_id, r.fixes): r.status for r in there.itertuples()} == vulkan
+    page = (final / "report.html").read_text()
+    assert "vulkan@lavapipe" in page and "llvmpipe" in page

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 
@@ -32,7 +33,24 @@ def write(df: pd.DataFrame, out_dir: str | os.PathLike) -> None:
         if flat[col].map(lambda v: isinstance(v, (list, dict, tuple))).any():
             flat[col] = flat[col].map(lambda v: json.dumps(v) if isinstance(v, (list, dict, tuple)) else v)
     atomic_write(out / "matrix.csv", flat.to_csv(index=False))
-    atomic_write(out / "matrix.json", df.to_json(orient="records", indent=1))
+    # not DataFrame.to_json: it keeps 10 decimal *places* (1.6689300537e-06 -> 1.6689e-06, and
+    # below 5e-11 -> 0), so a folder rewritten from its matrix.json (ingest, merge) lost digits
+    records = [{k: _jsonable(v) for k, v in row.items()} for row in df.to_dict(orient="records")]
+    atomic_write(out / "matrix.json", json.dumps(records, indent=1, allow_nan=False, default=str))
+
+
+def _jsonable(v):
+    """A cell's value as exact JSON: floats as Python writes them (round-trip exact), NaN and
+    infinities as null (as pandas wrote them), numpy scalars as Python ones."""
+    if hasattr(v, "item") and not isinstance(v, (list, dict, tuple)):
+        v = v.item() if getattr(v, "ndim", 1) == 0 else v
+    if isinstance(v, float):
+        return v if math.isfinite(v) else None
+    if isinstance(v, dict):
+        return {k: _jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    return v
 
 
 def read(path: str | os.PathLike) -> pd.DataFrame:
@@ -41,7 +59,7 @@ def read(path: str | os.PathLike) -> pd.DataFrame:
     if path.is_dir():
         path = path / "matrix.json"
     try:
-        df = pd.read_json(path, orient="records", dtype=False)
+        df = pd.read_json(path, orient="records", dtype=False, precise_float=True)
     except (OSError, ValueError) as e:
         raise ValueError(f"{path}: cannot read matrix ({str(e).splitlines()[0]})") from None
     missing = {"case_id", "backend", "fixes", "status"} - set(df.columns)

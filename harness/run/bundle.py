@@ -118,8 +118,8 @@ def write(run_dir: Path, out: Path, lane: str = "vulkan", select: list[str] | No
         cell = out / "cells" / f"{n:04d}"
         cell.mkdir()
         (cell / "program.pte").write_bytes(prepared.pte)
-        for i, t in enumerate(prepared.refs.inputs):
-            (cell / f"input{i:03d}.bin")  # zero-padded: run.sh's glob is their order.write_bytes(_raw(t))
+        for i, t in enumerate(prepared.refs.inputs):  # zero-padded: run.sh's glob is their order
+            (cell / f"input{i:03d}.bin").write_bytes(_raw(t))
         patches = lane_patches(Lane.of(r.backend, r.fixes))
         if patches:
             (cell / "runtime").write_text(patched[patches]["bin"] + "\n")
