@@ -15,12 +15,16 @@ import threading
 from pathlib import Path
 
 
+def _kib(text: str, key: str) -> int:
+    """The KiB of a ``key: N kB`` line of a /proc file (0 if absent)."""
+    return next((int(ln.split()[1]) for ln in text.splitlines() if ln.startswith(key)), 0)
+
+
 def _pss_kib(pid: int) -> int:
     try:
-        text = Path(f"/proc/{pid}/smaps_rollup").read_text()
+        return _kib(Path(f"/proc/{pid}/smaps_rollup").read_text(), "Pss:")
     except OSError:  # it ended, or a kernel without smaps_rollup
         return 0
-    return next((int(ln.split()[1]) for ln in text.splitlines() if ln.startswith("Pss:")), 0)
 
 
 def _tree_rss_kib(root: int) -> tuple[int, int, int]:
@@ -38,8 +42,7 @@ def _tree_rss_kib(root: int) -> tuple[int, int, int]:
             continue  # it ended while we looked
         pid = int(proc.name)
         children.setdefault(ppid, []).append(pid)
-        rss[pid] = next((int(ln.split()[1]) for ln in status.splitlines()
-                         if ln.startswith("VmRSS:")), 0)
+        rss[pid] = _kib(status, "VmRSS:")
     total, largest, pss, todo = 0, 0, 0, [root]
     while todo:
         pid = todo.pop()
@@ -51,7 +54,8 @@ def _tree_rss_kib(root: int) -> tuple[int, int, int]:
 
 
 class PeakRSS:
-    """``with PeakRSS() as peak: ...`` then ``peak.total_mib``, ``peak.largest_mib``."""
+    """``with PeakRSS() as peak: ...`` then ``peak.pss_mib``, ``peak.total_mib`` (RSS summed),
+    ``peak.largest_mib``."""
 
     def __init__(self, every_s: float = 0.25):
         self.every_s, self.total_kib, self.largest_kib, self.pss_kib = every_s, 0, 0, 0

@@ -7,6 +7,7 @@ import math
 import os
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from harness.lane import Lane
@@ -42,8 +43,8 @@ def write(df: pd.DataFrame, out_dir: str | os.PathLike) -> None:
 def _jsonable(v):
     """A cell's value as exact JSON: floats as Python writes them (round-trip exact), NaN and
     infinities as null (as pandas wrote them), numpy scalars as Python ones."""
-    if hasattr(v, "item") and not isinstance(v, (list, dict, tuple)):
-        v = v.item() if getattr(v, "ndim", 1) == 0 else v
+    if isinstance(v, np.generic):
+        v = v.item()
     if isinstance(v, float):
         return v if math.isfinite(v) else None
     if isinstance(v, dict):
