@@ -128,6 +128,12 @@ RUNTIME_LEARNT = [  # (case, rule the runtime proved, or None where the same fam
           input_shape=(1, 12, 8, 8), quant="int8_per_channel"), "q8ta-group-channels"),
     (dict(dim=2, in_channels=8, out_channels=8, kernel_size=3, groups=2,
           input_shape=(1, 8, 8, 8), quant="int8_per_channel"), None),
+    # a 1x1 conv, grouped too, goes to Conv2dPW.cpp, which never reads dilation: a length-1
+    # dilation is legal there (it ran, conv2d_pw_tiled_float); a length-1 stride is not
+    (dict(dim=2, in_channels=4, out_channels=8, kernel_size=1, groups=4, padding="same",
+          dilation=[3], input_shape=(1, 4, 2, 4)), None),
+    (dict(dim=2, in_channels=4, out_channels=8, kernel_size=1, stride=[2],
+          input_shape=(1, 4, 4, 4)), "ivec2"),
 ]
 
 

@@ -128,6 +128,23 @@ t:
          "t_fixed_half", "t_fixed_float"])
 
 
+def test_routing_model_pointwise_never_reads_dilation():
+    """R1 for the float pointwise path: Conv2dPW.cpp reads stride and padding, not dilation, so a
+    length-1 dilation runs there (a grouped 1x1 conv with dilation [3] dispatched
+    conv2d_pw_tiled_float where the model had said make_ivec2); a length-1 stride does not."""
+    grouped = ConvCase(dim=2, in_channels=4, out_channels=8, kernel_size=1, groups=4,
+                       padding="same", dilation=(3,), input_shape=(1, 4, 2, 4))
+    route = vulkan_routing.predict(grouped)
+    assert route.rule == "F5" and not route.refused
+    assert route.dispatched == ("conv2d_pw_tiled_float",)
+    strided = ConvCase(dim=2, in_channels=4, out_channels=8, kernel_size=1, stride=(2,),
+                       input_shape=(1, 4, 4, 4))
+    assert vulkan_routing.predict(strided).refused.startswith("R1")
+    sliding = ConvCase(dim=2, in_channels=4, out_channels=8, kernel_size=3, dilation=(3,),
+                       input_shape=(1, 4, 8, 8))
+    assert vulkan_routing.predict(sliding).refused.startswith("R1")
+
+
 @given(st.sampled_from(["float32", "float16"]), st.integers(1, 3), st.booleans())
 def test_routing_model_names_dtype_variants(dtype, k, relu):
     case = ConvCase(dim=2, in_channels=4, out_channels=8, kernel_size=k, dtype=dtype,

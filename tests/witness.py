@@ -42,10 +42,11 @@ def execute_and_judge(pte: bytes, case) -> Witnessed:
 
 
 # The int lists each conv reads as an ivec2 when its input is 4-D (README: the Vulkan contract):
-# stride, padding, dilation of aten.convolution (+ output_padding when transposed); every
-# IntList of an et_vk.* conv op.
+# stride, padding, dilation of aten.convolution (+ output_padding when transposed), but only
+# stride and padding for a 1x1 weight that is not depthwise (Conv2dPW.cpp, grouped ones too);
+# every IntList of an et_vk.* conv op.
 ATEN_IVEC2 = (3, 4, 5)
-ATEN_TRANSPOSED, ATEN_OUTPUT_PADDING = 6, 7
+ATEN_WEIGHT, ATEN_DILATION, ATEN_TRANSPOSED, ATEN_OUTPUT_PADDING, ATEN_GROUPS = 1, 5, 6, 7, 8
 
 
 def vulkan_short_ivec2_lists(pte: bytes) -> list[str]:
@@ -67,7 +68,13 @@ def vulkan_short_ivec2_lists(pte: bytes) -> list[str]:
                 continue
             if op.name.startswith("aten.convolution"):
                 read = list(ATEN_IVEC2)
-                if getattr(values[ATEN_TRANSPOSED], "bool_val", False):
+                transposed = getattr(values[ATEN_TRANSPOSED], "bool_val", False)
+                weight = list(values[ATEN_WEIGHT].dims)
+                groups = getattr(values[ATEN_GROUPS], "int_val", 1)
+                if not transposed and weight[2:] == [1, 1] and not (
+                        weight[0] == groups and weight[1] == 1):
+                    read.remove(ATEN_DILATION)
+                if transposed:
                     read.append(ATEN_OUTPUT_PADDING)
             else:
                 read = range(len(values))

@@ -6,7 +6,10 @@ Modelled on ExecuTorch's runtime source (backends/vulkan/runtime/graph/ops/impl/
   asserts ``ints.size() == 2``; ``calc_out_sizes_hw`` also reads output_padding when transposed.
 - Pointwise 1x1 (Conv2dPW.cpp) and QuantizedConvolution.cpp (hence Q8taConv2d.cpp) read
   ``list->at(1)``: a length-1 list is an out-of-range error there instead of the assert; same
-  cause, different symptom (the runtime confirmed it for et_vk.q8ta_conv2d).
+  cause, different symptom (the runtime confirmed it for et_vk.q8ta_conv2d). Pointwise is any
+  1x1 conv2d that is not depthwise, grouped ones included (get_conv2d_method), and it reads
+  stride and padding only: its dilation, of any length, is never read (a grouped 1x1 conv with
+  dilation [3] ran there, conv2d_pw_tiled_float, where this model had predicted the assert).
 - Conv1d paths read only ``->at(0)``: a length-1 list is legal for conv1d.
 - Further rejections: transposed conv with dilation > 1; input batch > 1; non-constant weights
   (add_conv1d_node / prepack_weights go through ``prepack_standard(weight, passthrough=false)``,
@@ -86,8 +89,13 @@ def _check_aten_convolution(graph, op) -> list[Violation]:
     lists = {i: _value(graph, args[i]) for i in (STRIDE, PADDING, DILATION, OUTPUT_PADDING)}
 
     if rank == 4:
-        pointwise = not transposed and list(weight.dims[2:]) == [1, 1] and groups == 1
+        # get_conv2d_method (Convolution.cpp:282-298): depthwise first, then any 1x1 is
+        # pointwise, grouped too; Conv2dPW.cpp reads stride and padding, never dilation
+        depthwise = not transposed and groups == weight.dims[0] and weight.dims[1] == 1
+        pointwise = not transposed and not depthwise and list(weight.dims[2:]) == [1, 1]
         checked = dict(IVEC2_ARGS)
+        if pointwise:
+            del checked[DILATION]
         if transposed:
             checked[OUTPUT_PADDING] = "output_padding"
         for pos, name in checked.items():
@@ -101,7 +109,7 @@ def _check_aten_convolution(graph, op) -> list[Violation]:
                                      f"{len(items)}, 2D conv needs 2 ({symptom})"))
         if inp.dims[0] > 1:
             out.append(Violation("batch", op.name, f"input batch {inp.dims[0]} > 1 is not supported"))
-        if not transposed and groups == weight.dims[0] and weight.dims[1] == 1:
+        if depthwise:
             out += _check_depthwise_shader(op.name, lists, list(weight.dims[2:]))
     elif rank == 3:
         for pos, name in IVEC2_ARGS.items():

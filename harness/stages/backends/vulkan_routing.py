@@ -48,6 +48,9 @@ Refused (``Route.refused``, the route's shaders then not dispatched: the lowerin
 stops first; vulkan_contract.py checks the same rules on the serialized graph):
   R1 2D with a length-1 stride / padding / dilation (/ output_padding) list or "valid":
      make_ivec2 asserts two values (VecUtils.h; Conv2dPW.cpp and Q8taConv2d.cpp read at(1)).
+     The float pointwise path (F5: any 1x1 conv that is not depthwise, grouped ones too,
+     Convolution.cpp:288-296) reads stride and padding only (Conv2dPW.cpp:33-34, :167-168): a
+     length-1 dilation is never read there and is no refusal.
   R2 reflect / replicate padding_mode: the pad's index ops fail in the runtime.
   R3 transposed with dilation > 1 (the runtime's documented limit, check_conv2d_params).
   R4 K == 1 conv1d with groups > 1: Conv1dPW.cpp checks groups == 1.
@@ -116,15 +119,18 @@ def _out_hw(case: ConvCase, k: tuple, s: tuple, d: tuple) -> int:
     return max(out[0], 0) * max(out[1], 0)
 
 
-def _short_list(case) -> bool:
-    """R1: a 2D int-list argument of length 1, or "valid" (spec.has_short_int_list, reading
-    only the fields it needs)."""
+def _short_list(case, *, dilation_read: bool = True) -> bool:
+    """R1: a 2D int-list argument the runtime reads of length 1, or "valid" (spec.
+    has_short_int_list, reading only the fields it needs). The pointwise path (F5, Conv2dPW.cpp)
+    never reads dilation: ``dilation_read=False`` there."""
     if case.padding_mode != "zeros":
         names = ("stride", "dilation")
     elif case.padding == "valid":
         return True
     else:
         names = ("stride", "dilation", "padding")
+    if not dilation_read:
+        names = tuple(n for n in names if n != "dilation")
     if case.transposed:
         names += ("output_padding",)
     return any(isinstance(getattr(case, n), tuple) and len(getattr(case, n)) == 1
@@ -147,9 +153,9 @@ def _refusal(case, route: Route) -> str:
     if case.padding_mode in ("reflect", "replicate"):
         return "R2 reflect/replicate padding: the pad's index ops fail in the runtime"
     dim = case.dim
-    if dim == 2 and _short_list(case):
-        return "R1 make_ivec2: a length-1 int list or \"valid\" in 2D"
     rule = route.rule
+    if dim == 2 and _short_list(case, dilation_read=rule != "F5"):
+        return "R1 make_ivec2: a length-1 int list or \"valid\" in 2D"
     if rule == "F3" and _spatial(case.dilation, 2) != (1, 1):
         return "R3 transposed conv with dilation > 1"
     if rule == "F8 pointwise" and case.groups != 1:
