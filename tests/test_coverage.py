@@ -15,7 +15,8 @@ from harness.run import runner
 from harness.runtimes import shaders
 from harness.spec import ConvCase
 from harness.stages.cache import Cache
-from harness.stages.cell import run_cell
+from harness.lane import Lane
+from harness.stages.cell import prepare, run_cell
 from harness.generation import steering
 from harness.stages.backends import vulkan_routing, xnnpack_paths
 
@@ -126,6 +127,18 @@ t:
     assert sorted(shaders.expand(text)["t"]) == sorted(
         ["t_texture3d_half", "t_texture3d_float", "t_buffer_half", "t_buffer_float",
          "t_fixed_half", "t_fixed_float"])
+
+
+@pytest.mark.parametrize("quant", ["int8_per_tensor", "int8_per_channel"])
+def test_xnnpack_int8_conv_fuses_relu_only(quant):
+    """The path model against a real lowering: an int8 conv followed by relu6 serializes with
+    no bounds (XNNPACKQuantizer has conv_relu, no conv_hardtanh); followed by relu, fused."""
+    for epilogue, act in ((("relu6",), "none"), (("relu",), "relu")):
+        case = ConvCase(dim=2, in_channels=4, out_channels=8, kernel_size=3, quant=quant,
+                        input_shape=(1, 4, 8, 8), epilogue=epilogue)
+        entry = prepare(case, Lane("xnnpack"))
+        assert entry.code_path == [xnnpack_paths.predict(case)], entry.message
+        assert entry.code_path[0].endswith(f":{act}")
 
 
 def test_routing_model_pointwise_never_reads_dilation():

@@ -90,6 +90,7 @@ REASONS = {
     "not_generated": "not generated",
     "refused": "refused",
     "not_routed": "not routed by the model",
+    "not_fused": "int8 fuses relu only",
 }
 # What each reason means (for coverage.json and the report).
 NOTES = {
@@ -105,6 +106,9 @@ NOTES = {
     REASONS["not_routed"]: "no grid case routes there: buffer / texture3d storage variants "
                            "(picked for tensors too large for a 2D texture; the model assumes "
                            "small cases fit one) and shaders no delegated op picks",
+    REASONS["not_fused"]: "an int8 conv never carries relu6 / hardtanh bounds: XNNPACKQuantizer "
+                          "annotates conv + relu only, so a hardtanh keeps its own q/dq "
+                          "(xnnpack_paths.never_fused)",
 }
 
 
@@ -380,8 +384,9 @@ def xnnpack(known=xnnpack_paths.KNOWN) -> Reachability:
         if name in here:
             out.reachable[name] = here[name]
         else:
-            out.unreachable[name] = REASONS["not_generated" if name in not_drawn
-                                            else "not_routed"]
+            out.unreachable[name] = REASONS[
+                "not_generated" if name in not_drawn
+                else "not_fused" if xnnpack_paths.never_fused(name) else "not_routed"]
     if known:
         out.absent = {n: r for n, r in sorted(here.items()) if n not in set(known)}
     return out

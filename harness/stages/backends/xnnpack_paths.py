@@ -111,7 +111,8 @@ def predict(case) -> str | None:
     depthwise: one input channel per group, output channels a multiple of it; transposed
     first), datatypes (quantizer scheme; fp16 keeps an fp32 filter) and the activation
     fuse_activation_pass.py:34 fuses (relu; hardtanh, which relu6 becomes) after batch-norm
-    folding. None: 3D, bf16 or weights as a runtime input (no XNNPACK conv expected)."""
+    folding, for int8 relu only (``never_fused``). None: 3D, bf16 or weights as a runtime input
+    (no XNNPACK conv expected)."""
     if case.dim == 3 or case.dtype == "bfloat16" or getattr(case, "weights", "") == "input":
         return None
     if case.transposed:
@@ -133,4 +134,15 @@ def predict(case) -> str | None:
     elif ops and ops[0] == "hardtanh":
         bounds = case.epilogue[len(case.epilogue) - len(ops)]
         act = activation({"output_min": bounds[1], "output_max": bounds[2]})
-    return f"{kind}:{dtypes[case.quant]}:{act}"
+    path = f"{kind}:{dtypes[case.quant]}:{act}"
+    return f"{kind}:{dtypes[case.quant]}:none" if never_fused(path) else path
+
+
+def never_fused(path: str) -> bool:
+    """An int8 conv fuses relu, never relu6 or hardtanh: XNNPACKQuantizer annotates conv + relu
+    as one pattern (xnnpack_quantizer.py:287 ``conv_relu``; there is no conv_hardtanh), so a
+    hardtanh keeps its own q/dq and fuse_activation_pass.py finds a dequantize before it, not
+    the conv (measured: int8 conv -> relu6 / hardtanh(-1, 1) serializes with no bounds, plain
+    and depthwise, per-tensor and per-channel)."""
+    _, dtypes, act = path.split(":")
+    return dtypes.startswith("qint8") and act in ("relu6", "clamp")
