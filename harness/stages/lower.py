@@ -10,12 +10,17 @@ digest of the graph's canonical printout, its signature and its constants' bytes
 does and returns the identity its partitioner would be handed, in milliseconds: where it equals
 a lowered lane's, the two lanes' programs are one program and lowering it again would produce
 the same bytes (prepare.py reuses it; tests/test_lowering_memo.py checks the bytes).
+
+Lowering is set up as ExecuTorch's own examples set it up (``register_runtime_ops``: the
+quantized out variants), so a quantized program that leaves a quantize/dequantize outside the
+delegate lowers, and then runs or fails for its real reason.
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import hashlib
 import importlib
 import io
@@ -172,10 +177,47 @@ def probe_identity(base, backend: Backend, fix_names) -> str | None:
         return None
 
 
+class SetupError(RuntimeError):
+    """Our own lowering setup is incomplete (component ``harness``): e.g. the quantized
+    out-variant library that ExecuTorch's examples load could not be loaded here."""
+
+
+# The quantized_decomposed ops a quantized program may leave outside a delegate (a weight's or
+# activation's quantize/dequantize); to_executorch needs their .out variants registered.
+QUANTIZED_OUT_OPS = ("quantize_per_tensor", "dequantize_per_tensor", "quantize_per_channel",
+                     "dequantize_per_channel")
+
+
+@functools.lru_cache(maxsize=1)
+def register_runtime_ops() -> str:
+    """Set up lowering as ExecuTorch's examples do (examples/xnnpack/quantization/example.py,
+    backends/xnnpack/test/ops/test_conv2d.py, backends/test/suite/flows/nxp.py):
+    ``import executorch.kernels.quantized``, which loads ``libquantized_ops_aot_lib`` and so
+    registers the ``quantized_decomposed::*.out`` variants ``to_executorch`` swaps in for a
+    quantize/dequantize left outside a delegate. Without it such a program fails "Missing out
+    variants" — our setup, not ExecuTorch's. Once per process; -> "" when every needed .out
+    variant is registered, else why not (the module swallows a failed load: we check)."""
+    import torch
+
+    try:
+        import executorch.kernels.quantized  # noqa: F401
+    except Exception as e:  # an ExecuTorch without the package: said, never silent
+        return f"import executorch.kernels.quantized failed: {type(e).__name__}: {e}"
+    ns = torch.ops.quantized_decomposed
+    missing = [op for op in QUANTIZED_OUT_OPS
+               if not hasattr(ns, op) or "out" not in getattr(ns, op).overloads()]
+    if missing:
+        return ("executorch.kernels.quantized did not register the .out variants of "
+                + ", ".join(f"quantized_decomposed::{op}" for op in missing)
+                + " (libquantized_ops_aot_lib did not load)")
+    return ""
+
+
 def lower(exported_program, backend: Backend, fix_names: list[str],
           watch: Watch | None = None) -> Lowered:
     from executorch.exir import to_edge_transform_and_lower
 
+    register_runtime_ops()
     chosen = [fix_registry.get(n) for n in fix_names]
     passes = [p for f in chosen for p in f.transform_passes()]
     t0 = time.perf_counter()
@@ -188,6 +230,12 @@ def lower(exported_program, backend: Backend, fix_names: list[str],
         edge = to_edge_transform_and_lower(
             exported_program, partitioner=backend.partitioners(), transform_passes=passes or None)
         delegated, undelegated = op_counts(edge)  # before to_executorch adds memory planning
-        pte = edge.to_executorch().buffer
+        try:
+            pte = edge.to_executorch().buffer
+        except RuntimeError as e:
+            problem = register_runtime_ops()
+            if problem and "Missing out variants" in str(e):  # our setup, not ExecuTorch
+                raise SetupError(f"{problem}: {str(e).splitlines()[0]}") from e
+            raise
     return Lowered(pte=pte, edge_manager=edge, delegated_ops=delegated,
                    undelegated_ops=undelegated, lower_time_s=time.perf_counter() - t0)
