@@ -81,3 +81,32 @@ def vulkan_short_ivec2_lists(pte: bytes) -> list[str]:
             short += [f"{op.name} #{i} {list(values[i].items)}" for i in read
                       if type(values[i]).__name__ == "IntList" and len(values[i].items) != 2]
     return short
+
+
+def lowering_raises(case, backend_name: str) -> BaseException | None:
+    """Quantize (the harness's quantizer choice, shared), export and lower ``case`` with the
+    delegate's stock ExecuTorch partitioner, without the harness's lowering code: the exception
+    that raised, or None when a program came out."""
+    from executorch.exir import to_edge_transform_and_lower
+
+    from harness.stages.backends import get
+    from harness.stages.build import build_module, make_inputs
+    from harness.stages.quantize import quantize
+
+    if backend_name == "vulkan":
+        from executorch.backends.vulkan.partitioner.vulkan_partitioner import (
+            VulkanPartitioner as Partitioner)
+    else:
+        from executorch.backends.xnnpack.partition.xnnpack_partitioner import (
+            XnnpackPartitioner as Partitioner)
+    try:
+        import executorch.kernels.quantized  # noqa: F401 - the quantized out variants
+
+        module, inputs = build_module(case), make_inputs(case)
+        if case.quant:
+            module, _ = quantize(case, module, inputs, get(backend_name))
+        exported = torch.export.export(module, inputs)
+        to_edge_transform_and_lower(exported, partitioner=[Partitioner()]).to_executorch()
+    except Exception as e:  # noqa: BLE001 - what raised is the observation
+        return e
+    return None
