@@ -1,7 +1,8 @@
 """A run folder and everything in it, in one place: what each file is, how it is read and
 written, and the run's identity.
 
-    run.json        the header: run_id, versions, configuration, runtime, devices, times
+    run.json        the header (header.RunHeader, with its schema_version): run_id, versions,
+                    configuration, runtime, devices, times
     cases.json      the run's cases (ConvCase dicts), in order
     journal.jsonl   one CellResult row per finished cell (run/journal.py), for --resume
     matrix.csv/json the matrix (results/matrix.py writes it from the CellResults)
@@ -24,6 +25,7 @@ import os
 import uuid
 from pathlib import Path
 
+from harness.header import HeaderError, RunHeader
 from harness.spec import ConvCase
 
 
@@ -139,9 +141,6 @@ class RunFolder:
         """A path inside the folder as the folder's files name it (POSIX, relative)."""
         return Path(path).relative_to(self.path).as_posix()
 
-    def is_run(self) -> bool:
-        return self.header_path.exists() and self.cases_path.exists()
-
     def _json(self, path: Path):
         try:
             return json.loads(path.read_text())
@@ -150,36 +149,32 @@ class RunFolder:
         except (OSError, ValueError) as e:
             raise RunFolderError(f"{path}: unreadable ({str(e).splitlines()[0]})") from None
 
-    # --- header -------------------------------------------------------------------------------
-    def header(self) -> dict:
-        header = self._json(self.header_path)
-        if not isinstance(header, dict):
-            raise RunFolderError(f"{self.header_path}: not a run header")
-        return header
-
-    def header_or_empty(self) -> dict:
-        """For outputs that can do without (a bare matrix folder): {} when there is none."""
+    # --- header: the one reader and writer of run.json (harness/header.py) ---------------------
+    def header(self) -> RunHeader:
         try:
-            return self.header()
-        except RunFolderError:
-            return {}
+            return RunHeader.from_dict(self._json(self.header_path))
+        except HeaderError as e:
+            raise RunFolderError(f"{self.header_path}: {e}") from None
 
-    def write_header(self, header: dict) -> None:
-        header.setdefault("run_id", new_run_id())
-        atomic_write(self.header_path, json.dumps(header, indent=1))
+    def header_or_empty(self) -> RunHeader:
+        """For outputs that can do without (a bare matrix folder): an empty header when there
+        is none (a header that is there but unreadable or too new still raises)."""
+        if not self.header_path.exists():
+            return RunHeader()
+        return self.header()
 
-    def update_header(self, **values) -> dict:
-        header = self.header()
-        header.update(values)
-        self.write_header(header)
+    def write_header(self, header: RunHeader | dict) -> RunHeader:
+        header = RunHeader.coerce(header)
+        header.run_id = header.run_id or new_run_id()
+        atomic_write(self.header_path, json.dumps(header.to_dict(), indent=1))
         return header
+
+    def update_header(self, **values) -> RunHeader:
+        return self.write_header(self.header().update(**values))
 
     @property
     def run_id(self) -> str:
-        """The run's identity. A folder written before ids existed is known by its start time
-        and argv (the same in every copy of it)."""
-        header = self.header()
-        return header.get("run_id") or f"legacy-{header.get('started', '')}-{header.get('argv', '')}"
+        return self.header().identity
 
     # --- cases --------------------------------------------------------------------------------
     def cases(self) -> list[ConvCase]:

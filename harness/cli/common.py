@@ -41,7 +41,7 @@ def print_summary(df, out: Path) -> None:
         print(agree.to_string(index=False))
     for line in matrix.isolation_lines(df):
         print(f"isolation finding: {line}")
-    skew = (RunFolder(out).header_or_empty().get("vulkan") or {}).get("skew_note")
+    skew = (RunFolder(out).header_or_empty().vulkan or {}).get("skew_note")
     failed = df[(df.backend == "vulkan") & df.status.isin(["RUNTIME_ERROR", "CRASH", "MISMATCH"])]
     if skew and len(failed):
         print(f"note: {len(failed)} Vulkan cell(s) failed at runtime; {skew}")

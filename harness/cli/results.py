@@ -144,8 +144,8 @@ def cmd_corpus(args) -> int:
         header = RunFolder(args.dir).header()
     except ValueError as e:
         raise UsageError(str(e)) from None
-    release = header.get("versions", {}).get("executorch", "?")
-    paths = args.cases or [Path(p) for p in header.get("case_files") or []]
+    release = header.executorch
+    paths = args.cases or [Path(p) for p in header.case_files]
     if not paths:
         raise UsageError(f"{args.dir}: the run read no case files; name them with --cases")
     try:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from harness.header import RunHeader
 from harness.lane import Lane
 from harness.record import CellResult
 from harness.results import findings as findings_mod
@@ -80,15 +81,15 @@ def _title(f: findings_mod.Finding, cell: CellResult, case: ConvCase) -> str:
     return f"{tag} {module_call(case)}: {what}"
 
 
-def _environment(header: dict, cell: CellResult) -> list[str]:
-    v = header.get("versions", {})
+def _environment(header: RunHeader, cell: CellResult) -> list[str]:
+    v = header.versions
     lines = [f"- executorch {v.get('executorch', '?')}, torch {v.get('torch', '?')}, "
-             f"Python {header.get('python', '?')}"
-             + (f"; registered runtime backends: {', '.join(header['registered_backends'])}"
-                if header.get("registered_backends") else "")]
+             f"Python {header.python or '?'}"
+             + (f"; registered runtime backends: {', '.join(header.registered_backends)}"
+                if header.registered_backends else "")]
     lane = Lane.of(cell.backend, cell.fixes)
-    device = (header.get("devices") or {}).get(cell.backend) if lane.device else None
-    vk = header.get("vulkan") or {}
+    device = header.devices.get(cell.backend) if lane.device else None
+    vk = header.vulkan or {}
     if lane.backend == "vulkan" and vk:
         commit = vk.get("source_commit") or "?"
         exact = vk.get("source_exact")
@@ -150,7 +151,7 @@ def _releases(f: findings_mod.Finding, runs: list[Path]) -> list[str]:
         folder = RunFolder(d)
         header = folder.header()  # RunFolderError (ValueError): one line
         cells = folder.cells()
-        v = header.get("versions", {})
+        v = header.versions
         hit = [c for c in cells if findings_mod.cell_finding_id(c) == f.id]
         mine = [c for c in cells if c.case_id in set(f.case_ids)
                 and findings_mod.family(c.backend) == f.backend]
@@ -234,7 +235,7 @@ def render(run_dir: str | os.PathLike, finding_id: str, out_file: Path | None = 
 
     md = [f"# {_title(f, cell, case)}", "",
           f"*Found by convconf (finding `{f.id}`: {f.count} cell(s) of lane(s) "
-          f"{', '.join(f.lanes)}; run `{folder.run_id}`, started {header.get('started', '?')}).*",
+          f"{', '.join(f.lanes)}; run `{folder.run_id}`, started {header.started or '?'}).*",
           "", "## Environment", "", *_environment(header, cell), "",
           "## Upstream", ""]
     if f.known_issues:

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.lane import Lane
+from harness.header import RunHeader
 from harness.record import CellResult
 from harness.runfolder import atomic_write
 from harness.stages.backends import routing_grid, vulkan_routing, xnnpack_paths
@@ -166,27 +167,27 @@ def _by_family(known_families: dict, reached: set, reach: routing_grid.Reachabil
     return families, sorted(reached - known)
 
 
-def device_facts(header: dict) -> dict:
+def device_facts(header: RunHeader) -> dict:
     """The device facts the Vulkan routes are enumerated for (module docstring)."""
-    devices = (header.get("vulkan") or {}).get("devices") or []
+    devices = (header.vulkan or {}).get("devices") or []
     name = str((devices[0] or {}).get("deviceName", "")) if devices else ""
     return {"mali": "mali" in name.lower(), "int8_dot": True,
             "device": name or "unknown",
             "note": "int8_dot assumed (lavapipe and the H200 have it); mali from the device name"}
 
 
-def compute(cells: list[CellResult], header: dict | None = None) -> Coverage:
+def compute(cells: list[CellResult], header: RunHeader | dict | None = None) -> Coverage:
     """Coverage of a run's cells; ``header`` (the run header) names the Vulkan universe."""
-    header = header or {}
+    header = RunHeader.coerce(header)
     reached: dict[str, set] = {}
     for c in cells:
         reached.setdefault(Lane.of(c.backend, c.fixes).backend, set()).update(c.reached or [])
     out = Coverage()
-    backends = set(reached) | ({"vulkan"} if "vulkan" in header else set())
+    backends = set(reached) | ({"vulkan"} if header.vulkan is not None else set())
     for backend in sorted(backends):
         seen = reached.get(backend, set())
         if backend == "vulkan":
-            universe = (header.get("vulkan") or {}).get("conv_shaders") or {}
+            universe = (header.vulkan or {}).get("conv_shaders") or {}
             names = universe.get("families") or {}
             facts = device_facts(header)
             reach = routing_grid.vulkan([n for v in names.values() for n in v],
@@ -230,7 +231,7 @@ def _conv_like(name: str) -> bool:
     return name.startswith(("conv", "q8ta_conv", "q8ta_im2col"))
 
 
-def write(out_dir: str | os.PathLike, cells: list[CellResult], header: dict | None = None
+def write(out_dir: str | os.PathLike, cells: list[CellResult], header: RunHeader | dict | None = None
           ) -> Coverage:
     cov = compute(cells, header)
     atomic_write(Path(out_dir) / FILE, json.dumps(cov.to_dict(), indent=1) + "\n")

@@ -417,7 +417,7 @@ def seen(run_dir: Path) -> dict:
 
 
 def started_at(run_dir: Path) -> str:
-    return RunFolder(run_dir).header_or_empty().get("started", "")
+    return RunFolder(run_dir).header_or_empty().started
 
 
 def write(run_dir: Path, cells: list[CellResult], found: list[Finding]) -> None:

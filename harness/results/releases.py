@@ -12,13 +12,14 @@ import pandas as pd
 
 from harness.results import diff as diff_mod
 from harness.results import matrix
+from harness.header import RunHeader
 from harness.runfolder import RunFolder
 
 
-def label(run_dir: Path, header: dict) -> str:
+def label(run_dir: Path, header: RunHeader) -> str:
     """'executorch 1.4.1' (+ the Vulkan runtime's source commit when it was there)."""
-    text = f"executorch {header.get('versions', {}).get('executorch', '?')}"
-    source = (header.get("vulkan") or {}).get("source_commit")
+    text = f"executorch {header.executorch}"
+    source = (header.vulkan or {}).get("source_commit")
     return text + (f" (vulkan runtime {source[:10]})" if source else "")
 
 
@@ -30,7 +31,7 @@ def load(dirs: list[Path]) -> list[tuple[str, pd.DataFrame]]:
         df = matrix.read(d)  # ValueError: "cannot read matrix ..."
         header = RunFolder(d).header()  # RunFolderError (a ValueError) names the file
         # the fixes that release could not run: their lanes read "unavailable", not "-"
-        df.attrs["fixes_unavailable"] = header.get("fixes_unavailable") or {}
+        df.attrs["fixes_unavailable"] = header.fixes_unavailable
         runs.append((label(d, header), df, d))
     labels = [r[0] for r in runs]
     return [(f"{lab} [{d.name}]" if labels.count(lab) > 1 else lab, df) for lab, df, d in runs]

@@ -15,6 +15,7 @@ from pathlib import Path
 import jinja2
 import pandas as pd
 
+from harness.header import RunHeader
 from harness.record import CellResult
 from harness.results import coverage
 from harness.results import findings
@@ -72,14 +73,14 @@ def heatmap(df: pd.DataFrame) -> dict:
     return {"groups": groups, "lanes": lanes, "cells": cells}
 
 
-def write(run_dir: str | os.PathLike, df: pd.DataFrame | None = None, header: dict | None = None,
+def write(run_dir: str | os.PathLike, df: pd.DataFrame | None = None, header: RunHeader | dict | None = None,
           found: list | None = None, covered: coverage.Coverage | None = None) -> Path:
     """report.html from the run's matrix, header, findings and coverage (each read or computed
     here when not given: ``harness report DIR`` alone)."""
     folder = RunFolder(run_dir)
     run_dir = folder.path
     df = (matrix.read(run_dir) if df is None else df).copy()
-    header = folder.header_or_empty() if header is None else header
+    header = folder.header_or_empty() if header is None else RunHeader.coerce(header)
     if found is None:
         found = findings.find(df, run_dir)
         findings.draw_pictures(run_dir, found)

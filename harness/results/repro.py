@@ -78,7 +78,7 @@ def run_runtime_library(run_dir: Path, lane: Lane | None = None) -> str | None:
     header = RunFolder(run_dir).header_or_empty()
     if lane is not None:
         local = lane.on(None).name  # an ingested @device lane: the same program
-        for entry in (header.get("vulkan") or {}).get("patched") or []:
+        for entry in (header.vulkan or {}).get("patched") or []:
             if local in entry.get("lanes", ()) and entry.get("library"):
                 return entry["library"]
-    return header.get("vulkan_runtime")
+    return header.vulkan_runtime

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from harness.results import matrix
 from harness import versions
+from harness.header import RunHeader
 from harness.lane import Lane
 from harness.runfolder import RunFolder
 from harness.spec import ConvCase
@@ -62,16 +63,16 @@ class BundleError(Exception):
     """One line: what is wrong with the run folder or the request."""
 
 
-def prepared_for(header: dict, case: ConvCase, lane: Lane):
+def prepared_for(header: RunHeader, case: ConvCase, lane: Lane):
     """The cell's Prepared (program and references): from the run's cache where this machine
     has it, else prepared again (deterministic: same case id, same seeds, same versions)."""
     from harness.stages.cell import prepared_or_cached
 
-    cache = Cache(header["cache_dir"]) if header.get("cache_dir") else None
+    cache = Cache(header.cache_dir) if header.cache_dir else None
     return prepared_or_cached(case, lane, cache)[0]
 
 
-def read_run(run_dir: Path) -> tuple[RunFolder, object, dict, dict]:
+def read_run(run_dir: Path) -> tuple[RunFolder, object, dict, RunHeader]:
     """A run folder's (folder, matrix, cases by id, header); ValueError naming what is unreadable."""
     folder = RunFolder(run_dir)
     return folder, matrix.read(run_dir), {c.case_id: c for c in folder.cases()}, folder.header()

@@ -19,6 +19,7 @@ import torch
 
 from harness.stages import backends
 from harness.results import matrix
+from harness.header import RunHeader
 from harness.lane import Lane
 from harness.run.bundle import prepared_for, read_run
 from harness.stages.compare import compare
@@ -73,7 +74,7 @@ FROM_LOCAL = ("predicted", "contract_violations", "delegated_ops", "undelegated_
               "pte_size_kb", "lower_time_s", "quantize_time_s", "source")
 
 
-def cell_result(header: dict, local: CellResult, case, lane: str,
+def cell_result(header: RunHeader, local: CellResult, case, lane: str,
                 cell_dir: Path) -> CellResult:
     backend = backends.get(local.backend)
     row = CellResult(case=case, backend=lane, fixes=local.fixes, phase="execute",
@@ -150,6 +151,6 @@ def ingest(run_dir: Path, results: Path, device_name: str) -> tuple[list[CellRes
     lane = f"{bundle.get('lane', 'vulkan')}@{device_name}"
     kept = df[df["backend"] != lane].to_dict(orient="records")  # a re-ingest replaces the lane
     matrix.write(matrix.frame(kept + [r.to_row() for r in rows]), run_dir)
-    header.setdefault("devices", {})[lane] = device
+    header.devices[lane] = device
     folder.write_header(header)
     return rows, device

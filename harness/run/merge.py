@@ -8,13 +8,14 @@ missing or given twice, or a shard whose cells are not all there (resume it firs
 
 from __future__ import annotations
 
-import json
+import dataclasses
 from pathlib import Path
 
 from harness.run import journal
 from harness.results import matrix
 from harness.run import runner
 from harness.record import CellResult
+from harness.header import RunHeader
 from harness.runfolder import RunFolder, RunFolderError, new_run_id
 
 # What must agree for shards to be parts of one run. Paths, times, jobs and the cache folder
@@ -28,28 +29,28 @@ class MergeError(Exception):
     """One line: why these folders are not the shards of one run."""
 
 
-def _header(d: Path) -> dict:
+def _header(d: Path) -> RunHeader:
     try:
         return RunFolder(d).header()
     except RunFolderError as e:
         raise MergeError(str(e)) from None
 
 
-def _identity(h: dict) -> dict:
-    vulkan = h.get("vulkan") or {}
-    return {**{k: h.get(k) for k in SAME}, **{f"vulkan.{k}": vulkan.get(k) for k in SAME_VULKAN}}
+def _identity(h: RunHeader) -> dict:
+    vulkan = h.vulkan or {}
+    return {**{k: getattr(h, k) for k in SAME}, **{f"vulkan.{k}": vulkan.get(k) for k in SAME_VULKAN}}
 
 
-def check(dirs: list[Path]) -> list[dict]:
+def check(dirs: list[Path]) -> list[RunHeader]:
     headers = [_header(d) for d in dirs]
     for d, h in zip(dirs, headers, strict=True):
-        if not h.get("shard"):
+        if not h.shard:
             raise MergeError(f"{d}: not a shard (its run has no --shard)")
-    n = {int(h["shard"].split("/")[1]) for h in headers}
+    n = {int(h.shard.split("/")[1]) for h in headers}
     if len(n) != 1:
         raise MergeError(f"shards of different splits: {sorted(h['shard'] for h in headers)}")
     n = n.pop()
-    ks = sorted(int(h["shard"].split("/")[0]) for h in headers)
+    ks = sorted(int(h.shard.split("/")[0]) for h in headers)
     if ks != list(range(1, n + 1)):
         missing = sorted(set(range(1, n + 1)) - set(ks))
         twice = sorted({k for k in ks if ks.count(k) > 1})
@@ -77,7 +78,7 @@ def merge(dirs: list[Path], out: Path) -> int:
         read = journal.read(d / "journal.jsonl")
         if read.problems:
             raise MergeError(f"{d}/journal.jsonl: {read.problems[0]}")
-        config.shard = h["shard"]
+        config.shard = h.shard
         expected = {runner.cell_key(c, lane) for c, lane in runner.cells(cases, config)}
         got = {CellResult.from_row(r).key: CellResult.from_row(r) for r in read.rows}
         if set(got) != expected:
@@ -88,12 +89,11 @@ def merge(dirs: list[Path], out: Path) -> int:
     ordered = [rows[runner.cell_key(c, lane)] for c, lane in runner.cells(cases, config)]
     out.mkdir(parents=True, exist_ok=True)
     (out / "cases.json").write_text((dirs[0] / "cases.json").read_text())
-    merged = {**headers[0], "run_id": new_run_id(), "shard": None,
-              "merged_from": [h.get("run_id") for h in headers],
-              "shards": {h["shard"]: {"duration_s": h.get("duration_s"), "cells": h.get("cells"),
-                                      "started": h.get("started")} for h in headers},
-              "duration_s": max(h.get("duration_s") or 0 for h in headers),
-              "cells": len(ordered)}
+    merged = dataclasses.replace(
+        headers[0], run_id=new_run_id(), shard=None, merged_from=[h.run_id for h in headers],
+        shards={h.shard: {"duration_s": h.duration_s, "cells": h.cells, "started": h.started}
+                for h in headers},
+        duration_s=max(h.duration_s or 0 for h in headers), cells=len(ordered))
     j = journal.Journal(out / "journal.jsonl")
     for r in ordered:
         j.append(r.to_row())

@@ -417,7 +417,7 @@ def _execute(folder: RunFolder, config: RunConfig, cases: list[ConvCase], progre
     df = matrix.frame([r.to_row() for r in ordered])
     matrix.write(df, folder.path)
     header = folder.header()
-    folder.update_header(duration_s=round(header.get("duration_s", 0) + time.perf_counter() - t0, 1),
+    folder.update_header(duration_s=round((header.duration_s or 0) + time.perf_counter() - t0, 1),
                          cells=len(ordered))
     return df
 
@@ -498,7 +498,7 @@ def load_run(out_dir: Path) -> tuple[RunConfig, list[ConvCase]]:
     folder = RunFolder(out_dir)
     meta = folder.header()
     keys = RunConfig.__dataclass_fields__
-    return RunConfig(**{k: v for k, v in meta.items() if k in keys}), folder.cases()
+    return RunConfig(**{k: v for k, v in meta.to_dict().items() if k in keys}), folder.cases()
 
 
 def validate_names(backends: list[str], fixes: str | None) -> list[str]:
