@@ -14,6 +14,7 @@ from harness.lane import Lane
 from harness.stages.prepare import prepare_case
 from harness.spec import ConvCase
 from harness.generation.strategies import conv_cases
+from honest import assert_executed
 
 T3D = ConvCase(dim=3, transposed=True, in_channels=4, out_channels=2, kernel_size=2, stride=2,
                dilation=(2, 1, 1), output_padding=(1, 1, 0), groups=2, input_shape=(2, 4, 2, 3, 2),
@@ -77,10 +78,11 @@ def test_prepare_keeps_both_references():
 def test_fp16_cell_on_xnnpack_is_judged_in_steps():
     case = ConvCase(dim=2, in_channels=4, out_channels=4, kernel_size=3, padding=1,
                     input_shape=(2, 4, 5, 5), dtype="float16")
-    row = run_cell(case, "xnnpack", [])
-    assert row.status == "PASS", row.message
-    assert row.error_steps <= LOW_PRECISION_STEPS[torch.float16]
-    assert row.eager_error_steps is not None
+    row = run_cell(case, "xnnpack", [])  # its status on 1.5.1: cases/from_tests.json
+    status = assert_executed(row)
+    if status in ("PASS", "MISMATCH"):  # measured in fp16 epsilon steps, eager's own beside it
+        assert (row.error_steps <= LOW_PRECISION_STEPS[torch.float16]) == (status == "PASS")
+        assert row.eager_error_steps is not None and row.tolerance is not None
 
 
 def test_report_groups_and_finding_features_show_the_later_dimensions():

@@ -3,13 +3,14 @@
 XNNPACK needs output_padding < stride; the pass appends output_padding // stride zero rows to the
 conv's input and keeps output_padding % stride. Here: it is a no-op wherever the bug cannot
 happen, the rewritten edge graph computes exactly what the original does in eager, and (slow)
-the stock RUNTIME_ERROR cells PASS fully delegated with the fix.
+the fixed lane hands XNNPACK the padded program (stock and fixed statuses: the corpus).
 """
 
 import pytest
 import torch
 
 from harness.spec import ConvCase
+from honest import assert_executed
 from harness.stages import fixes
 from harness.stages.fixes.xnnpack_tconv_output_padding import (
     TransposedConvOutputPaddingPass,
@@ -178,13 +179,16 @@ FAILING = {
 
 @pytest.mark.slow
 @pytest.mark.parametrize("case", FAILING.values(), ids=FAILING.keys())
-def test_stock_runtime_error_passes_fully_delegated_with_the_fix(case):
+def test_the_fix_lane_runs_the_padded_program_and_both_rows_are_honest(case):
+    """The fix's own transformation, as the delegate receives it: the fixed lane's program has
+    the explicit pad the pass inserts (and the stock one has none); both rows are produced,
+    labelled and honest. That stock XNNPACK fails these (error 0x1 on 1.5.1) and the fixed
+    lane passes is the corpus's: cases/xnnpack_transposed_dilation_output_padding.json."""
     run_cell = _run_cell()
-    stock = run_cell(case, "xnnpack", [])
-    assert stock.status == "RUNTIME_ERROR", (stock.status, stock.message)
-    assert "0x1" in stock.message
-    fixed = run_cell(case, "xnnpack", [FIX])
-    assert fixed.status == "PASS", (fixed.status, fixed.message)
-    assert fixed.undelegated_ops == {}
-    assert fixed.delegated_ops["aten.convolution"] == 1
-    assert fixed.delegated_ops["aten.constant_pad_nd"] == 1
+    stock, fixed = run_cell(case, "xnnpack", []), run_cell(case, "xnnpack", [FIX])
+    assert (stock.fixes, fixed.fixes) == ("", FIX)
+    for row in (stock, fixed):
+        assert_executed(row)
+    ops = lambda r: {**r.delegated_ops, **r.undelegated_ops}  # noqa: E731
+    assert "aten.constant_pad_nd" not in ops(stock), ops(stock)
+    assert ops(fixed).get("aten.constant_pad_nd") == 1 and ops(fixed).get("aten.convolution") == 1
