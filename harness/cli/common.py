@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from harness.runfolder import RunFolder
+from harness.status import Status
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 
@@ -42,7 +43,7 @@ def print_summary(df, out: Path) -> None:
     for line in matrix.isolation_lines(df):
         print(f"isolation finding: {line}")
     skew = (RunFolder(out).header_or_empty().vulkan or {}).get("skew_note")
-    failed = df[(df.backend == "vulkan") & df.status.isin(["RUNTIME_ERROR", "CRASH", "MISMATCH"])]
+    failed = df[(df.backend == "vulkan") & df.status.isin([Status.RUNTIME_ERROR, Status.CRASH, Status.MISMATCH])]
     if skew and len(failed):
         print(f"note: {len(failed)} Vulkan cell(s) failed at runtime; {skew}")
     print(f"{len(df)} cells -> {out / 'matrix.csv'}")

@@ -10,6 +10,7 @@ from pathlib import Path
 from harness.cli.common import (EXIT_FINDINGS, EXIT_OK, UsageError, check_known_issues,
                                 print_summary, read_matrix, write_report)
 from harness.results.diff import CHANGES
+from harness.status import Status
 
 
 def add_parsers(sub) -> None:
@@ -274,7 +275,7 @@ def cmd_diff(args) -> int:
         print(shown.to_string(index=False, max_colwidth=60))
     if "max_abs_error_old" in table:
         # Same wrong verdict, different wrong numbers: e.g. a shader reading memory it never wrote.
-        same_bad = table[(table["change"] == "same") & (table["new"] == "MISMATCH")
+        same_bad = table[(table["change"] == "same") & (table["new"] == Status.MISMATCH)
                          & (table["max_abs_error_old"] != table["max_abs_error_new"])]
         if len(same_bad):
             print("same status, different values:")

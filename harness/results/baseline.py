@@ -18,6 +18,7 @@ import pandas as pd
 
 from harness.results import findings
 from harness.results import matrix
+from harness.status import Status
 
 
 class BaselineError(ValueError):
@@ -36,7 +37,7 @@ def load(path: Path) -> Baseline:
     if path.is_dir():
         df = matrix.read(path)  # ValueError names the file
         ids = {f.id for f in findings.find(df)}
-        ok = df[df["status"] == "PASS"]
+        ok = df[df["status"] == Status.PASS]
         when = findings.seen(path) or dict.fromkeys(ids, findings.started_at(path))
         return Baseline(str(path), ids, set(zip(ok.case_id, ok.backend, ok.fixes, strict=True)),
                         when)

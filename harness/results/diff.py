@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from harness.status import EXECUTED, Status
+
 KEY = ["case_id", "backend", "fixes"]
 # The kinds of change between two runs' cells, most urgent first (the order of diff's rows).
 CHANGES = ("regressed", "fixed", "changed", "delegation", "unexecuted", "added", "removed", "same")
@@ -30,10 +32,8 @@ def lanes(old: pd.DataFrame, new: pd.DataFrame, old_lane: str, new_lane: str):
 def _one_side_unexecuted(old, new) -> bool:
     """One side executed, the other had no runtime for the lane (NO_RUNTIME, or a
     CONTRACT_VIOLATION, which is only final without a runtime): neither a fix nor a regression."""
-    from harness.status import EXECUTED
-
     executed = {s.value for s in EXECUTED}
-    no_runtime = {"NO_RUNTIME", "CONTRACT_VIOLATION"}
+    no_runtime = {Status.NO_RUNTIME, Status.CONTRACT_VIOLATION}
     return (old in no_runtime and new in executed) or (new in no_runtime and old in executed)
 
 
@@ -64,9 +64,9 @@ def diff(old: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
             return "delegation" if moved else "same"
         if _one_side_unexecuted(r["status_old"], r["status_new"]):
             return "unexecuted"
-        if r["status_old"] == "PASS":
+        if r["status_old"] == Status.PASS:
             return "regressed"
-        if r["status_new"] == "PASS":
+        if r["status_new"] == Status.PASS:
             return "fixed"
         return "changed"
 

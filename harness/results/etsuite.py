@@ -31,6 +31,8 @@ import json
 from collections import Counter
 from pathlib import Path
 
+from harness.status import Status
+
 SUITE_PASS = {"SUCCESS", "SUCCESS_UNDELEGATED"}
 SUITE_NO_VERDICT = {"SKIPPED", "NOT_RUN"}
 SUITE_ATOL, SUITE_RTOL = 1e-1, 4e-2  # runner.py run_test -> run_method_and_compare_outputs
@@ -129,18 +131,19 @@ class Row:
 
 
 def _ours_pass(cell) -> bool:
-    return cell is not None and cell.status == "PASS"
+    return cell is not None and cell.status == Status.PASS
 
 
 def _ours_fail(cell) -> bool:
-    return cell is not None and cell.status in {"LOWER_ERROR", "CONTRACT_VIOLATION",
-                                                "RUNTIME_ERROR", "CRASH", "MISMATCH"}
+    return cell is not None and cell.status in {Status.LOWER_ERROR, Status.CONTRACT_VIOLATION,
+                                                Status.RUNTIME_ERROR, Status.CRASH,
+                                                Status.MISMATCH}
 
 
 def within_suite_tolerance(cell) -> bool:
     """Our MISMATCH is inside ``|d| <= atol + rtol * |ref|`` elementwise: every element within
     atol, or every element within rtol of its reference (either bound implies the suite's)."""
-    if cell is None or cell.status != "MISMATCH":
+    if cell is None or cell.status != Status.MISMATCH:
         return False
     if cell.max_abs_error is not None and cell.max_abs_error <= SUITE_ATOL:
         return True
@@ -172,9 +175,9 @@ def reason(config: SuiteConfig, verdict: SuiteVerdict, cell, int8_flow: bool,
     if suite_pass:
         if verdict.result == "SUCCESS_UNDELEGATED":
             return R_UNDELEGATED
-        if status == "NOT_DELEGATED":
+        if status == Status.NOT_DELEGATED:
             return R_PARTLY
-        if status in ("NO_RUNTIME", "CONTRACT_VIOLATION") and not cell.run_time_s:
+        if status in (Status.NO_RUNTIME, Status.CONTRACT_VIOLATION) and not cell.run_time_s:
             return R_NOT_EXECUTED
         if within_suite_tolerance(cell):
             return R_TOLERANCE

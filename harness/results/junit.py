@@ -30,7 +30,7 @@ def write(run_dir: Path, df: pd.DataFrame, verdict: pd.Series | None = None) -> 
         is_known = known.loc[cells.index]
         finding = cells["status"].map(lambda s: Status(s).is_finding)
         failures = int((finding & ~is_known).sum())
-        skipped = int(((cells["status"] == "NO_RUNTIME") | is_known).sum())
+        skipped = int(((cells["status"] == Status.NO_RUNTIME) | is_known).sum())
         suite = ET.SubElement(root, "testsuite", name=name, tests=str(len(cells)),
                               failures=str(failures), errors="0", skipped=str(skipped),
                               time=f"{cells['cell_time_s'].fillna(0).sum():.3f}")
@@ -39,12 +39,12 @@ def write(run_dir: Path, df: pd.DataFrame, verdict: pd.Series | None = None) -> 
             case = ET.SubElement(suite, "testcase", classname=name, name=r.case_id,
                                  time=f"{seconds or 0:.3f}")
             message = r.message or ""
-            if r.status == "NO_RUNTIME":
+            if r.status == Status.NO_RUNTIME:
                 ET.SubElement(case, "skipped", message=message)
             elif known.loc[r.Index]:
                 ET.SubElement(case, "skipped", type="xfail",
                               message=f"{verdict.loc[r.Index]} ({r.status}: {message})"[:1000])
-            elif r.status != "PASS":
+            elif r.status != Status.PASS:
                 script = RunFolder(run_dir).repro_path(r.case_id, r.backend, r.fixes)
                 failure = ET.SubElement(case, "failure", type=r.status, message=message[:1000])
                 delegation = getattr(r, "delegation", "")

@@ -22,12 +22,13 @@ from harness.results import findings
 from harness.results import matrix
 from harness.lane import Lane
 from harness.runfolder import RunFolder
-from harness.status import ORDER
+from harness.status import ORDER, Status
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "reports" / "templates"
-COLORS = {"INVALID": "#9e9e9e", "LOWER_ERROR": "#8e24aa", "NOT_DELEGATED": "#fb8c00",
-          "CONTRACT_VIOLATION": "#e53935", "NO_RUNTIME": "#90caf9", "CRASH": "#000000",
-          "RUNTIME_ERROR": "#6d4c41", "MISMATCH": "#c62828", "PASS": "#43a047"}
+COLORS = {Status.INVALID: "#9e9e9e", Status.LOWER_ERROR: "#8e24aa",
+          Status.NOT_DELEGATED: "#fb8c00", Status.CONTRACT_VIOLATION: "#e53935",
+          Status.NO_RUNTIME: "#90caf9", Status.CRASH: "#000000", Status.RUNTIME_ERROR: "#6d4c41",
+          Status.MISMATCH: "#c62828", Status.PASS: "#43a047"}
 
 
 def environment() -> jinja2.Environment:
@@ -66,7 +67,7 @@ def heatmap(df: pd.DataFrame) -> dict:
     for (g, l), sub in df.groupby(["group", "lane"]):
         counts = sub["status"].value_counts().to_dict()
         worst = min(counts, key=lambda s: [x.value for x in ORDER].index(s))
-        passed = counts.get("PASS", 0) + counts.get("NO_RUNTIME", 0)
+        passed = counts.get(Status.PASS, 0) + counts.get(Status.NO_RUNTIME, 0)
         cells[(g, l)] = {"counts": counts, "worst": worst, "color": COLORS[worst],
                          "text": f"{passed}/{len(sub)}", "title": ", ".join(
                              f"{k} {v}" for k, v in sorted(counts.items()))}

@@ -80,17 +80,24 @@ def epsilon_steps(out: torch.Tensor, ref: torch.Tensor) -> float:
 
 def tolerance_mask(out: torch.Tensor, ref: torch.Tensor, *, out_scale: float | None = None,
                    steps: float = 1.0) -> torch.Tensor:
-    """The elements compare.compare judges wrong, one by one: int8 (``out_scale``) |d| > steps
-    output steps; fp16/bf16 |d| > LOW_PRECISION_STEPS epsilon units at the output magnitude;
-    fp32 |d| > atol + rtol |ref|. Non-finite outputs are wrong."""
+    """The tolerance rule, the one place it is written: the elements that are wrong, one by one.
+    int8 (``out_scale``): |d| > steps output steps; fp16/bf16: |d| > LOW_PRECISION_STEPS epsilon
+    units at the output magnitude; fp32: |d| > atol + rtol |ref|; any non-finite output. The
+    verdict is "no element wrong" (compare.compare), and the fingerprint draws these elements."""
     diff = (out.double() - ref.double()).abs()
     if out_scale is not None:
-        bad = diff > steps * out_scale * (1 + 1e-5)
-    elif ref.dtype in LOW_PRECISION_STEPS:
-        bad = diff > LOW_PRECISION_STEPS[ref.dtype] * epsilon_unit(ref)
+        bad = diff > int8_tolerance(out_scale, steps)
+    elif ref.dtype in LOW_PRECISION_STEPS:  # in units, as error_steps: max(d)/u == max(d/u)
+        unit = epsilon_unit(ref)
+        bad = (diff / unit > LOW_PRECISION_STEPS[ref.dtype]) if unit > 0 else diff > 0
     else:
         bad = diff > FP32_ATOL + FP32_RTOL * ref.double().abs()
     return bad | ~torch.isfinite(out.double())
+
+
+def int8_tolerance(out_scale: float, steps: float) -> float:
+    """``steps`` output quantization steps (and a hair for the scale's own rounding)."""
+    return steps * out_scale * (1 + 1e-5)
 
 
 def compare(out: torch.Tensor, ref: torch.Tensor, *, float_ref: torch.Tensor | None = None,
@@ -135,34 +142,30 @@ def _verdict(out: torch.Tensor, ref: torch.Tensor, *, float_ref: torch.Tensor | 
         metrics["max_abs_error_vs_float"] = _errors(out, float_ref)["max_abs_error"]
     if not bool(torch.isfinite(out).all()):
         return Verdict(False, "output has NaN/Inf", metrics)
+    n_bad = int(tolerance_mask(out, ref, out_scale=out_scale, steps=steps).sum())
+    ok = n_bad == 0
     if out_scale is not None:
-        tol = steps * out_scale * (1 + 1e-5)
-        metrics["tolerance"] = tol
+        metrics["tolerance"] = int8_tolerance(out_scale, steps)
         metrics["error_steps"] = metrics["max_abs_error"] / out_scale
-        ok = metrics["max_abs_error"] <= tol
         return Verdict(ok, "" if ok else f"max|d|={metrics['max_abs_error']:.3g} is "
                                          f"{metrics['error_steps']:.2f} output steps > {steps}",
                        metrics)
     if ref.dtype in LOW_PRECISION_STEPS:
-        return _low_precision(out, ref, eager_ref, metrics)
-    bound = FP32_ATOL + FP32_RTOL * ref.abs()
-    bad = (out - ref).abs() > bound
+        return _low_precision(ok, ref, out, eager_ref, metrics)
     metrics["tolerance"] = FP32_ATOL
-    n_bad = int(bad.sum())
-    ok = n_bad == 0
-    return Verdict(ok, "" if ok else f"{n_bad}/{bad.numel()} elements outside atol={FP32_ATOL} "
+    return Verdict(ok, "" if ok else f"{n_bad}/{ref.numel()} elements outside atol={FP32_ATOL} "
                                      f"rtol={FP32_RTOL}, max|d|={metrics['max_abs_error']:.3g}",
                    metrics)
 
 
-def _low_precision(out: torch.Tensor, ref: torch.Tensor, eager_ref: torch.Tensor | None,
-                   metrics: dict) -> Verdict:
+def _low_precision(ok: bool, ref: torch.Tensor, out: torch.Tensor,
+                   eager_ref: torch.Tensor | None, metrics: dict) -> Verdict:
+    """The fp16/bf16 verdict's metrics and message (``ok``: tolerance_mask's)."""
     allowed = LOW_PRECISION_STEPS[ref.dtype]
     metrics["error_steps"] = epsilon_steps(out, ref)
     metrics["tolerance"] = allowed * epsilon_unit(ref)
     if eager_ref is not None and eager_ref.shape == ref.shape:
         metrics["eager_error_steps"] = epsilon_steps(eager_ref, ref)
-    ok = metrics["error_steps"] <= allowed
     name = str(ref.dtype).replace("torch.", "")
     return Verdict(ok, "" if ok else f"max|d|={metrics['max_abs_error']:.3g} is "
                                      f"{metrics['error_steps']:.2f} {name} eps at the output "
