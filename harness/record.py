@@ -20,6 +20,12 @@ METRIC_COLUMNS = ("max_abs_error", "max_rel_error", "mae", "sqnr_db", "max_abs_e
                   "error_pattern")
 
 
+def cell_key(case_id: str, backend: str, fixes: str) -> tuple:
+    """What identifies a cell in a run, the one spelling of it: (case id, backend column with
+    its @device, fixes column) -- a CellResult's ``key``, a planned cell's, a journal row's."""
+    return case_id, backend, fixes
+
+
 def _executorch_version() -> str:
     from harness import versions
 
@@ -91,8 +97,8 @@ class CellResult:
 
     @property
     def key(self) -> tuple:
-        """What identifies the cell in a run: (case_id, lane, fixes)."""
-        return self.case_id, self.backend, self.fixes
+        """What identifies the cell in a run (``cell_key``)."""
+        return cell_key(self.case_id, self.backend, self.fixes)
 
     def update(self, **values) -> CellResult:
         """Set fields by name; a name that is no field is a bug, not a new column."""

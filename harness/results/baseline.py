@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from harness.record import cell_key
 from harness.results import findings
 from harness.results import matrix
 from harness.status import Status
@@ -39,8 +40,7 @@ def load(path: Path) -> Baseline:
         ids = {f.id for f in findings.find(df)}
         ok = df[df["status"] == Status.PASS]
         when = findings.seen(path) or dict.fromkeys(ids, findings.started_at(path))
-        return Baseline(str(path), ids, set(zip(ok.case_id, ok.backend, ok.fixes, strict=True)),
-                        when)
+        return Baseline(str(path), ids, set(map(cell_key, ok.case_id, ok.backend, ok.fixes)), when)
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError) as e:
@@ -58,7 +58,7 @@ def classify(df: pd.DataFrame, base: Baseline) -> pd.Series:
         fid = findings.cell_finding_id(r)
         if fid is None:
             return ""
-        if (r.case_id, r.backend, r.fixes) in base.passed:
+        if cell_key(r.case_id, r.backend, r.fixes) in base.passed:
             return f"regressed: {fid} (PASS in {base.source})"
         # a baseline from before error patterns knew a MISMATCH by its message alone
         legacy = findings.finding_id(r.backend, r.status, r.message or "")

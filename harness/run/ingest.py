@@ -24,7 +24,7 @@ from harness.lane import Lane
 from harness.run.bundle import prepared_for, read_run
 from harness.stages.compare import compare
 from harness.stages.execute import runtime_message
-from harness.record import METRIC_COLUMNS, CellResult
+from harness.record import METRIC_COLUMNS, CellResult, cell_key
 from harness.runtimes.device import describe
 from harness.status import Status
 
@@ -135,7 +135,7 @@ def ingest(run_dir: Path, results: Path, device_name: str) -> tuple[list[CellRes
     local = {r.key: r for r in map(CellResult.from_row, df.to_dict(orient="records"))}
     rows = []
     for cell, ref in sorted(index.items()):
-        k = (ref["case_id"], ref["backend"], ref["fixes"])
+        k = cell_key(ref["case_id"], ref["backend"], ref["fixes"])
         if k not in local or ref["case_id"] not in cases:
             raise IngestError(f"{results / 'cells.json'}: cell {cell} ({ref['case_id']}) is not in {run_dir}")
         rows.append(cell_result(header, local[k], cases[ref["case_id"]],

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from harness import versions
 from harness.lane import Lane
+from harness import record
 from harness.record import CellResult
 from harness.results import matrix
 from harness.run import journal as journal_mod
@@ -196,7 +197,7 @@ class CellTask:
 
     @property
     def key(self) -> tuple:
-        return self.case.case_id, self.lane.backend_column, self.lane.fixes_column
+        return cell_key(self.case, self.lane)
 
     @property
     def tag(self) -> str:
@@ -213,7 +214,7 @@ def cells(cases: list[ConvCase], config: RunConfig) -> list[tuple[ConvCase, Lane
 
 
 def cell_key(case: ConvCase, lane: Lane) -> tuple:
-    return case.case_id, lane.backend_column, lane.fixes_column
+    return record.cell_key(case.case_id, lane.backend_column, lane.fixes_column)
 
 
 def prepare_work(task: CaseTask) -> dict:
