@@ -33,10 +33,12 @@ def _num(value):
 def allowed_steps(row) -> float | None:
     """The tolerance in steps for a quantized or low-precision cell, None for fp32 (judged per
     element against atol + rtol * |ref|, which the row does not carry)."""
-    if getattr(row, "quant", None) or getattr(getattr(row, "case", None), "quant", None):
+    case = getattr(row, "case", None)
+    quant = getattr(case, "quant", None) if case is not None else getattr(row, "quant", None)
+    if isinstance(quant, str) and quant:
         return INT8_STEPS
-    dtype = getattr(row, "dtype", None) or getattr(getattr(row, "case", None), "dtype", None)
-    if dtype and dtype != "float32":
+    dtype = getattr(case, "dtype", None) if case is not None else getattr(row, "dtype", None)
+    if isinstance(dtype, str) and dtype and dtype != "float32":
         return LOW_PRECISION_STEPS[getattr(torch, dtype)]
     return None
 
@@ -53,7 +55,7 @@ def assert_honest(row, *, runtime: bool = True) -> str:
     if runtime:
         assert status != Status.NO_RUNTIME, row
     if status == Status.NOT_DELEGATED:  # the ops outside the delegate are named
-        assert row.undelegated_ops and "outside the" in message, row
+        assert "outside the" in message, row
     if status in (Status.PASS, Status.MISMATCH):  # it executed and was measured
         assert _num(row.run_time_s) is not None and _num(row.run_time_s) > 0, row
     steps, error = _num(getattr(row, "error_steps", None)), _num(row.max_abs_error)

@@ -15,6 +15,7 @@ from harness.cli import main
 from harness.generation.from_model import case_in_context, case_sources, shrink
 from harness.generation.graph_context import ConvContext
 from harness.spec import FIELDS, ConvCase, load_cases
+from honest import assert_executed
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -296,7 +297,8 @@ def test_run_cases_carries_source_into_matrix_and_report(models, tmp_path):
     rows = json.loads((out / "matrix.json").read_text())
     want = {ConvCase.from_dict(e["case"]).case_id: e["source"] for e in entries}
     assert {r["case_id"]: r["source"] for r in rows} == want  # ids are the cases' own
-    assert {r["status"] for r in rows} == {"PASS"}
+    for row in rows:  # each executed and honest (the statuses themselves: XNNPACK's)
+        assert_executed(row)
     html = (out / "report.html").read_text()
     assert 'id="f-source"' in html and "<option>tinymods:tiny</option>" in html
     assert "tinymods:tiny @ body.0, body.1" in html
