@@ -19,7 +19,6 @@ Nothing heavy is imported at module level: the plug-in is imported by every suit
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import subprocess

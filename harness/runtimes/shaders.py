@@ -61,12 +61,6 @@ class ShaderUniverse:
     def known(self) -> list[str]:
         return sorted(n for names in self.families.values() for n in names)
 
-    def family_of(self, name: str) -> str | None:
-        for family, names in self.families.items():
-            if name in names:
-                return family
-        return None
-
     def to_dict(self) -> dict:
         return {"source": self.source, "families": self.families, "unrouted": self.unrouted,
                 "problem": self.problem}

@@ -390,8 +390,3 @@ def xnnpack(known=xnnpack_paths.KNOWN) -> Reachability:
     if known:
         out.absent = {n: r for n, r in sorted(here.items()) if n not in set(known)}
     return out
-
-
-def grid_size() -> int:
-    """How many points the full grid has (what explore stands for)."""
-    return math.prod(len(v) for v in AXES.values())
