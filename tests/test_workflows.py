@@ -187,12 +187,15 @@ def test_bisect_runs_the_nox_session_with_the_releases_from_the_environment():
 
 def test_no_input_or_event_text_is_interpolated_into_a_script():
     # script injection: such values reach run: scripts only through env
-    for name, job_id, script in _scripts():
+    scripts = list(_scripts())
+    assert scripts, "no run: script found in the workflows"
+    for name, job_id, script in scripts:
         assert not re.search(r"\$\{\{\s*(inputs\.|github\.event\.|github\.head_ref)", script), (
             f"{name} job {job_id}: interpolates an input into a run script; pass it via env")
 
 
 def test_least_privilege_concurrency_and_timeouts():
+    assert FILES, "no workflow files"
     for path in FILES:
         wf = _load(path)
         assert wf["permissions"] == {"contents": "read"}, path.name
