@@ -54,6 +54,7 @@ def test_vulkan_cell_without_runtime_is_no_runtime_never_pass():
                       padding_mode="reflect", input_shape=(4, 3, 16, 16))]
     with load.use(None):  # --vulkan-runtime none, even where a plug-in is loaded
         rows = [run_cell(case, "vulkan", []) for case in cases]
+    assert len(rows) == len(cases)
     for row in rows:
         assert row.run_time_s is None and row.status != "PASS", row
         assert_honest(row, runtime=False)

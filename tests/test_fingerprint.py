@@ -2,7 +2,6 @@
 no lowering). The same bug at another size gives the same signature; different bugs different
 ones."""
 
-import time
 
 import matplotlib.image as mpimg
 import numpy as np
@@ -202,15 +201,13 @@ def test_render_right_edge_png(tmp_path):
     assert (rgb.sum(-1) < 0.05).sum() > 1000
 
 
-def test_render_is_bounded_and_quick_for_a_large_output(tmp_path):
+def test_render_is_bounded_for_a_large_output(tmp_path):
+    """A large output draws a bounded picture (_png_checks: at most 1300x1000). How fast it
+    draws is not a test's to assert on shared cores: a benchmark's (none yet, see issue #36)."""
     ref = _ref(6, 64, 56, 56)
     out = _perturbed(ref, RIGHT3)
-    render(out, ref, tmp_path / "warm.png", "warm-up")  # the import of matplotlib
-    start = time.perf_counter()
     path = render(out, ref, tmp_path / "big.png", "6x64x56x56: 16 channels, 4 batches drawn")
-    elapsed = time.perf_counter() - start
     _png_checks(path)
-    assert elapsed < 5.0  # well under 1 s on an idle machine; generous for shared CI cores
 
 
 @pytest.mark.parametrize("shape", [(2, 3, 40), (1, 2, 3, 6, 7), (1, 1, 300, 300)])

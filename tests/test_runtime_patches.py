@@ -89,10 +89,18 @@ def test_patch_applies_to_every_tree_it_claims_as_git_apply_would(patch, trees, 
 
 
 def test_all_patches_apply_together_to_each_claimed_tree(trees, tmp_path):
+    assert trees, "no source tree to patch"
     for name, (commit, tree) in trees.items():
         ours = copy_of(tree, tmp_path / name)
-        for p in patching.resolve([p.name for p in PATCHES if p.claims(commit)]):
-            patching.apply(p, ours, commit, name)
+        chosen = patching.resolve([p.name for p in PATCHES if p.claims(commit)])
+        assert chosen, f"{name}: no patch claims {commit}"
+        touched = set()
+        for p in chosen:  # each applies on top of the others and changes what it says
+            record = patching.apply(p, ours, commit, name)
+            assert record["name"] == p.name and record["files"] and record["sha256"], record
+            touched |= set(record["files"])
+        changed = [f for f in touched if (ours / f).read_bytes() != (tree / f).read_bytes()]
+        assert sorted(changed) == sorted(touched), set(touched) - set(changed)
 
 
 def test_a_tree_without_a_variant_names_the_missing_file_and_hunk(trees, tmp_path):
