@@ -1,5 +1,6 @@
 """nox sessions. ``tests``/``matrix``/``nightly`` reuse the current interpreter (torch and
-executorch are large and must be the pinned CPU builds); ``bisect`` makes one venv per release."""
+executorch are large and must be the pinned CPU builds); ``releases`` makes one venv per release
+(the release sweep; the commit bisect is ``python -m harness bisect``)."""
 
 import json
 import os
@@ -60,6 +61,10 @@ def nightly(session):
                 "--save-failures", "cases/found.json")
 
 
+def _env(name: str, old_name: str, default: str) -> str:
+    return os.environ.get(name) or os.environ.get(old_name) or default
+
+
 def _dependencies_besides(*names: str) -> list[str]:
     """pyproject.toml's [project] dependencies without ``names`` (read, not repeated here)."""
     import re
@@ -70,13 +75,16 @@ def _dependencies_besides(*names: str) -> list[str]:
 
 
 @nox.session
-def bisect(session):
-    """The seed corpus against several executorch releases, then diffs between neighbours.
+def releases(session):
+    """The release sweep: the seed corpus against several executorch releases, then diffs
+    between neighbours (which release moved a cell). Not the commit bisect: for the commit that
+    moved it, ``python -m harness bisect`` (README).
 
-    nox -s bisect -- 1.5.1 1.4.1   (oldest last or first: diffs follow the order given)
-    BISECT_FIXES=all (default: each), BISECT_EXAMPLES=20 (generated cases beside the corpus)"""
+    nox -s releases -- 1.5.1 1.4.1   (oldest last or first: diffs follow the order given)
+    RELEASES_FIXES=all (default: each), RELEASES_EXAMPLES=20 (generated cases beside the
+    corpus); the former BISECT_FIXES / BISECT_EXAMPLES are still read"""
     releases = session.posargs or ["1.5.1", "1.4.1"]
-    root = Path("runs/bisect")
+    root = Path("runs/releases")
     runs = []
     from harness.runtimes.pairing import torch_for  # the wheel's Requires-Dist + what was measured
 
@@ -114,17 +122,17 @@ def bisect(session):
         out = root / release
         session.run(python, "-m", "harness", "run", "--out", str(out), "--overwrite",
                     "--cases", *sorted(map(str, Path("cases").glob("*.json"))),
-                    "--max-examples", os.environ.get("BISECT_EXAMPLES", "20"),
+                    "--max-examples", _env("RELEASES_EXAMPLES", "BISECT_EXAMPLES", "20"),
                     # each fix alone and all together: the releases view shows what every fix
                     # (graph rewrite or runtime patch, on that release's own plug-in) changes there
-                    "--fixes", os.environ.get("BISECT_FIXES", "each"),
+                    "--fixes", _env("RELEASES_FIXES", "BISECT_FIXES", "each"),
                     "--no-progress")
         # The corpus' expected statuses for this release (expect_by_release): a moved cell is
         # printed, not fatal here; the releases view below is what a bisect reads.
         session.run(python, "-m", "harness", "corpus", str(out), success_codes=[0, 1])
         runs.append(out)
     # The releases view (oldest first as given): counts per lane and release, and every cell
-    # that changed between consecutive releases -> runs/bisect/releases.html
+    # that changed between consecutive releases -> runs/releases/releases.html
     session.run("python", "-m", "harness", "diff", *map(str, runs), "--releases", "--out",
                 str(root), success_codes=[0, 1])
 

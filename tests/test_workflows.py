@@ -96,7 +96,8 @@ def _choices(help_text: str) -> set[str]:
 
 def test_the_three_workflows_are_there():
     names = {p.name for p in FILES}
-    assert {"ci.yml", "nightly.yml", "bisect.yml"} <= names, names
+    assert {"ci.yml", "nightly.yml", "releases.yml"} <= names, names
+    assert "bisect.yml" not in names  # the release sweep is not the commit bisect
 
 
 def test_actionlint_finds_nothing_in_any_workflow():
@@ -171,18 +172,20 @@ def test_ci_runs_the_projects_entry_point():
         assert job["container"] == "python:3.11-bookworm", job_id
 
 
-def test_bisect_runs_the_nox_session_with_the_releases_from_the_environment():
-    bisect = _workflow("bisect.yml")
-    releases = bisect["on"]["workflow_dispatch"]["inputs"]["releases"]
+def test_releases_runs_the_nox_session_with_the_releases_from_the_environment():
+    wf = _workflow("releases.yml")
+    releases = wf["on"]["workflow_dispatch"]["inputs"]["releases"]
     assert releases["default"] == "1.5.1 1.4.1 1.3.1"
-    (job,) = bisect["jobs"].values()
+    (job,) = wf["jobs"].values()
     assert job["env"]["RELEASES"] == "${{ inputs.releases }}"
-    assert any('nox -s bisect -- "${releases[@]}"' in step.get("run", "")
+    assert any('nox -s releases -- "${releases[@]}"' in step.get("run", "")
                for step in job["steps"])
     done = subprocess.run([sys.executable, "-m", "nox", "--list"], cwd=ROOT, capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert re.search(r"^\W*bisect\b", done.stdout, re.M), done.stdout
+    assert re.search(r"^\W*releases\b", done.stdout, re.M), done.stdout
+    # the release sweep and the commit bisect have different names (issue 38)
+    assert not re.search(r"^\W*bisect\b", done.stdout, re.M), done.stdout
 
 
 def test_no_input_or_event_text_is_interpolated_into_a_script():

@@ -10,6 +10,7 @@ import logging
 import sys
 import warnings
 
+from harness.cli import bisect
 from harness.cli import cases
 from harness.cli import fixes
 from harness.cli import native
@@ -21,7 +22,7 @@ from harness.cli.common import EXIT_USAGE, Parser, UsageError
 def build_parser() -> Parser:
     p = Parser(prog="harness", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
-    for commands in (run, results, native, cases, fixes):
+    for commands in (run, results, native, cases, fixes, bisect):
         commands.add_parsers(sub)
     return p
 

@@ -1,0 +1,334 @@
+"""ExecuTorch at any commit of a git repository, for ``harness bisect`` (no work tree needed).
+
+- ``Repo``: a checkout or a bare git dir; refs resolved to commits, a commit's subject, date,
+  PR number (``(#12345)`` in the subject) and the files it touched.
+- ``overlay``: the commit's Python side (``exir/``, ``backends/``: partitioners, passes,
+  quantizers, serialization) laid over an installed release wheel: a folder ``ROOT/executorch``
+  holding the commit's ``exir`` and ``backends`` (Python and data files only) and, as symlinks,
+  every other top-level entry of the wheel (``lib/``, ``extension/`` with the pybindings,
+  ``kernels/`` with the AOT libraries, ``data/bin/flatc``, ``version.py``...). ``PYTHONPATH=ROOT``
+  in a subprocess makes ``executorch.exir`` / ``executorch.backends.*`` the commit's while every
+  compiled library is the wheel's. The wheel's ``executorch`` is a namespace package, so nothing
+  of it is shadowed except the two trees.
+- ``schema_moved`` / ``native_moved``: what a verdict that executes the program would rest on
+  from the wheel, and whether it differs from the commit's (then that verdict is not the
+  commit's: the step is a skip).
+- ``vulkan_tree`` + ``build_vulkan``: the Vulkan plug-in built from the commit's own
+  ``backends/vulkan`` in ONE build tree reused across commits (files whose content did not
+  change keep their mtime, so ninja recompiles only what the commit changed; ccache when there).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable
+
+from harness.runtimes import RuntimeBuildError, cache_root
+
+# the commit's Python side laid over the wheel; what of them the overlay keeps
+OVERLAID = ("exir", "backends")
+DATA_SUFFIXES = (".py", ".fbs", ".yaml", ".yml", ".json")
+# program and scalar-type schemas live in schema/ in the source, in exir/_serialize/ in a wheel
+PROGRAM_SCHEMAS = ("schema/program.fbs", "schema/scalar_type.fbs")
+# what the Vulkan plug-in build compiles (source.NEEDED + the CMake files upstream keeps beside)
+VULKAN_PATHS = ("backends/vulkan/runtime", "backends/vulkan/serialization/schema.fbs")
+PR_RE = re.compile(r"\(#(\d+)\)")
+# the native side a lane's executed verdict rests on, besides the delegate: a cell that ran
+# compares the wheel's build of these with the commit's (tests and build files do not count)
+NATIVE_PATHS = {
+    "xnnpack": ("backends/xnnpack/runtime", "backends/xnnpack/third-party",
+                "backends/xnnpack/serialization/schema.fbs",
+                "backends/xnnpack/serialization/runtime_schema.fbs"),
+    "vulkan": (),  # the plug-in is built from the commit itself
+}
+SCHEMAS = {  # serialized formats the wheel's runtime reads (source path -> wheel path)
+    "": {"schema/program.fbs": "exir/_serialize/program.fbs",
+         "schema/scalar_type.fbs": "exir/_serialize/scalar_type.fbs"},
+    "xnnpack": {"backends/xnnpack/serialization/schema.fbs":
+                "backends/xnnpack/serialization/schema.fbs"},
+    "vulkan": {},  # built from the commit: its own schema on both sides
+}
+NOT_NATIVE = (":!*/test/*", ":!*/tests/*", ":!*.bzl", ":!*TARGETS", ":!*BUCK", ":!*.md",
+              ":!*.py")
+
+
+class GitError(Exception):
+    """Bad git input (not a repository, unknown ref): one line."""
+
+
+@dataclass
+class CommitInfo:
+    commit: str
+    subject: str
+    date: str
+    author: str
+    pr: int | None
+    files: list = field(default_factory=list)  # touched under backends/, exir/, kernels/
+
+    def to_dict(self) -> dict:
+        return {"commit": self.commit, "subject": self.subject, "pr": self.pr, "date": self.date,
+                "author": self.author, "files": self.files}
+
+
+def pr_number(subject: str) -> int | None:
+    found = PR_RE.findall(subject or "")
+    return int(found[-1]) if found else None
+
+
+class Repo:
+    def __init__(self, path: str | Path):
+        path = Path(path)
+        if not path.exists():
+            raise GitError(f"{path}: no such folder")
+        if not shutil.which("git"):
+            raise GitError("git is not installed")
+        done = subprocess.run(["git", "-C", str(path), "rev-parse", "--absolute-git-dir"],
+                              capture_output=True, text=True)
+        if done.returncode:
+            raise GitError(f"{path}: not a git repository")
+        self.path = path
+        self.git_dir = Path(done.stdout.strip())
+
+    def git(self, *args: str, check: bool = True, text: bool = True, **kw):
+        done = subprocess.run(["git", f"--git-dir={self.git_dir}", *args], capture_output=True,
+                              text=text, **kw)
+        if check and done.returncode:
+            err = done.stderr if text else done.stderr.decode(errors="replace")
+            raise GitError(f"git {args[0]} failed: {(err.strip().splitlines() or ['?'])[-1]}")
+        return done
+
+    def rev(self, ref: str) -> str:
+        done = self.git("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", check=False)
+        if done.returncode or not done.stdout.strip():
+            raise GitError(f"{ref!r} is not a commit in {self.path}")
+        return done.stdout.strip()
+
+    def has(self, commit: str) -> bool:
+        return bool(commit) and self.git("cat-file", "-e", f"{commit}^{{commit}}",
+                                         check=False).returncode == 0
+
+    def is_ancestor(self, a: str, b: str) -> bool:
+        return self.git("merge-base", "--is-ancestor", a, b, check=False).returncode == 0
+
+    def count(self, good: str, bad: str) -> int:
+        return int(self.git("rev-list", "--count", f"{good}..{bad}").stdout.strip() or 0)
+
+    def info(self, commit: str, under=("backends/", "exir/", "kernels/")) -> CommitInfo:
+        out = self.git("show", "-s", "--format=%H%n%s%n%cI%n%an", commit).stdout.splitlines()
+        files = self.git("diff-tree", "--no-commit-id", "-r", "--name-only", "--root",
+                         commit).stdout.split()
+        return CommitInfo(out[0], out[1], out[2], out[3], pr_number(out[1]),
+                          [f for f in files if f.startswith(tuple(under))])
+
+    def read(self, commit: str, path: str) -> bytes | None:
+        done = self.git("show", f"{commit}:{path}", check=False, text=False)
+        return done.stdout if done.returncode == 0 else None
+
+    def archive(self, commit: str, paths: Iterable[str]) -> tarfile.TarFile:
+        """The commit's files under ``paths`` (those that exist) as a tar stream."""
+        present = [p for p in paths if self.git("cat-file", "-e", f"{commit}:{p}",
+                                                 check=False).returncode == 0]
+        if not present:
+            raise GitError(f"{commit[:12]} has none of {', '.join(paths)}")
+        done = self.git("archive", "--format=tar", commit, "--", *present, text=False)
+        return tarfile.open(fileobj=io.BytesIO(done.stdout), mode="r:")
+
+    def native_moved(self, commit: str, other: str, paths: Iterable[str]) -> list[str]:
+        """Files under ``paths`` (tests, build files, Python left out) that differ between the
+        two commits: where a verdict resting on ``other``'s native build is not ``commit``'s."""
+        paths = list(paths)
+        if not paths:
+            return []
+        out = self.git("diff", "--name-only", commit, other, "--", *paths, *NOT_NATIVE).stdout
+        return out.split()
+
+
+def export(repo: Repo, commit: str, paths: Iterable[str], dest: Path,
+           keep: Callable[[str], bool] = lambda name: True) -> int:
+    """Write the commit's files under ``paths`` (those ``keep`` accepts) into ``dest`` (created,
+    emptied first). -> files written."""
+    shutil.rmtree(dest, ignore_errors=True)
+    dest.mkdir(parents=True)
+    n = 0
+    with repo.archive(commit, paths) as tf:
+        for m in tf:
+            if not m.isfile() or not keep(m.name):
+                continue
+            target = dest / m.name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(tf.extractfile(m).read())
+            n += 1
+    return n
+
+
+def wheel_root() -> Path:
+    """The installed executorch wheel's package folder (read, not imported)."""
+    from harness.runtimes import wheel
+
+    return wheel.installed().root
+
+
+def overlay(repo: Repo, commit: str, dest: Path, wheel: Path | None = None) -> Path:
+    """The commit's exir/ and backends/ over the wheel at ``wheel`` -> the folder to put first
+    on PYTHONPATH (``dest``). Rebuilt from scratch each time (seconds)."""
+    wheel = Path(wheel or wheel_root())
+    pkg = dest / "executorch"
+    shutil.rmtree(dest, ignore_errors=True)
+    pkg.mkdir(parents=True)
+    tmp = dest / ".export"
+    n = export(repo, commit, [*OVERLAID, *PROGRAM_SCHEMAS], tmp,
+               keep=lambda name: name.endswith(DATA_SUFFIXES))
+    missing = [top for top in OVERLAID if not (tmp / top / "__init__.py").is_file()]
+    if missing:  # else the wheel's own would answer for the commit: never
+        shutil.rmtree(dest, ignore_errors=True)
+        raise GitError(f"{commit[:12]} has no Python package {', '.join(m + '/' for m in missing)}"
+                       f" to lay over the wheel")
+    for top in OVERLAID:
+        os.rename(tmp / top, pkg / top)
+    for schema in PROGRAM_SCHEMAS:  # where the wheel's serializer reads them
+        if (tmp / schema).exists() and (pkg / "exir" / "_serialize").is_dir():
+            shutil.copy2(tmp / schema, pkg / "exir" / "_serialize" / Path(schema).name)
+    shutil.rmtree(tmp, ignore_errors=True)
+    for entry in wheel.iterdir():  # everything else is the wheel's own
+        if entry.name not in OVERLAID and entry.name != "__pycache__":
+            os.symlink(entry, pkg / entry.name)
+    (dest / "OVERLAY.json").write_text(json.dumps(
+        {"commit": commit, "wheel": str(wheel), "files": n, "overlaid": list(OVERLAID)}) + "\n")
+    return dest
+
+
+def schema_moved(repo: Repo, commit: str, backend: str, wheel: Path | None = None) -> list[str]:
+    """The serialized-format schemas the wheel's runtime reads whose text differs from the
+    commit's (a program written by the commit may not be what the wheel reads)."""
+    wheel = Path(wheel or wheel_root())
+    moved = []
+    for src, in_wheel in {**SCHEMAS[""], **SCHEMAS.get(backend, {})}.items():
+        ours = repo.read(commit, src)
+        theirs = (wheel / in_wheel).read_bytes() if (wheel / in_wheel).exists() else None
+        if ours is not None and theirs is not None and ours != theirs:
+            moved.append(src)
+    return moved
+
+
+# --- the Vulkan plug-in from the commit's own source, incrementally --------------------------
+
+def _sync(src: Path, dest: Path) -> tuple[int, int]:
+    """Make ``dest`` hold exactly ``src``'s files; a file whose bytes did not change is not
+    touched (its mtime stays: ninja does not recompile it). -> (written, removed)."""
+    written = removed = 0
+    want = {p.relative_to(src) for p in src.rglob("*") if p.is_file()}
+    if dest.exists():
+        for p in sorted(dest.rglob("*"), reverse=True):
+            rel = p.relative_to(dest)
+            if p.is_file() and rel not in want:
+                p.unlink()
+                removed += 1
+            elif p.is_dir() and not any(p.iterdir()):
+                p.rmdir()
+    for rel in want:
+        a, b = src / rel, dest / rel
+        data = a.read_bytes()
+        if b.exists() and b.read_bytes() == data:
+            continue
+        b.parent.mkdir(parents=True, exist_ok=True)
+        b.write_bytes(data)
+        written += 1
+    return written, removed
+
+
+def vulkan_tree(repo: Repo, commit: str, dest: Path) -> tuple[Path, int]:
+    """The commit's Vulkan runtime source laid out as a source tree (``source.from_path`` reads
+    it: backends/vulkan/..., ET_COMMIT, ET_COMMIT_DATE, version.txt) at ``dest``, updated in
+    place. -> (dest, files written)."""
+    staging = dest.with_name(dest.name + ".new")
+    export(repo, commit, [*VULKAN_PATHS, "version.txt", "LICENSE"], staging)
+    info = repo.info(commit)
+    (staging / "ET_COMMIT").write_text(commit + "\n")
+    (staging / "ET_COMMIT_DATE").write_text(info.date[:10] + "\n")
+    written, _ = _sync(staging, dest)
+    shutil.rmtree(staging, ignore_errors=True)
+    return dest, written
+
+
+@dataclass
+class PluginBuild:
+    library: str
+    commit: str
+    seconds: float
+    files_changed: int
+    phases: dict
+
+
+def bisect_root(cache: str | None = None) -> Path:
+    return cache_root(cache) / "bisect"
+
+
+def build_vulkan(repo: Repo, commit: str, cache: str | None = None, jobs: int | None = None,
+                 log: Callable[[str], None] = print) -> PluginBuild:
+    """The Vulkan plug-in for the installed wheel from ``commit``'s own backends/vulkan, in the
+    one bisect build tree (``<cache>/bisect/vulkan/``): sources synced in place, so an
+    incremental ninja run recompiles what the commit changed; the library is kept per commit
+    (``plugins/<commit12>.so``: a commit built once is not built again). RuntimeBuildError
+    (one line) when it does not build or does not register VulkanBackend."""
+    from harness.runtimes import toolchain, vulkan, wheel as wheel_mod
+
+    wheel = wheel_mod.installed()
+    root = bisect_root(cache) / "vulkan" / wheel.version
+    done = root / "plugins" / f"{commit[:12]}.so"
+    if done.exists():
+        return PluginBuild(str(done), commit, 0.0, 0, {"cached": True})
+    root.mkdir(parents=True, exist_ok=True)
+    t_all = time.perf_counter()
+    phases: dict = {}
+    with open(root / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        t = time.perf_counter()
+        _, changed = vulkan_tree(repo, commit, root / "src" / "executorch")
+        phases["source"] = round(time.perf_counter() - t, 1)
+        toolchain.ensure_packages(toolchain.BUILD_PACKAGES, log)
+        tc = toolchain.ensure_next_release_tools(cache_root(cache), log)
+        jobs = jobs or len(os.sched_getaffinity(0))
+        build_dir = root / "cmake"
+        recipe = vulkan._stage_recipe(root / "native", build_dir)
+        configure = ["cmake", "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release", str(recipe),
+                     f"-DET_SRC_PARENT={root / 'src'}", f"-DET_WHEEL_DIR={wheel.root}",
+                     f"-DET_RUNTIME_LIB={wheel.runtime_lib}",
+                     f"-DET_EXTRA_LIBS={';'.join(map(str, wheel.extra_libs))}",
+                     f"-DET_KERNEL_LIBS={';'.join(map(str, wheel.kernel_libs))}",
+                     f"-DVK_THIRD_PARTY={tc.third_party}", f"-DGLSLC={tc.glslc}",
+                     f"-DFLATC={shutil.which('flatc', path='/usr/bin') or 'flatc'}",
+                     f"-DPYTHON_EXECUTABLE={sys.executable}", f"-DSHADER_NTHREADS={jobs}"]
+        if shutil.which("ccache"):
+            configure.append("-DCMAKE_CXX_COMPILER_LAUNCHER=ccache")
+        for phase, cmd in (("configure", configure),
+                           ("shaders", ["ninja", f"-j{jobs}", "vulkan_shaders"]),
+                           ("compile", ["ninja", f"-j{jobs}", vulkan.LIBRARY])):
+            t = time.perf_counter()
+            log(f"plug-in {commit[:12]}: {phase} ...")
+            vulkan._run(cmd, build_dir, build_dir / f"{phase}.log")
+            phases[phase] = round(time.perf_counter() - t, 1)
+        done.parent.mkdir(parents=True, exist_ok=True)
+        tmp = done.with_suffix(".tmp")
+        shutil.copy2(build_dir / vulkan.LIBRARY, tmp)
+        why = vulkan.registers(tmp)
+        if why:
+            tmp.unlink()
+            raise RuntimeBuildError(f"the plug-in built from {commit[:12]} does not register "
+                                    f"{vulkan.BACKEND}: {why}")
+        os.rename(tmp, done)
+        (root / "plugins" / f"{commit[:12]}.json").write_text(json.dumps(
+            {"commit": commit, "phases": phases, "files_changed": changed,
+             "sha256": hashlib.sha256(done.read_bytes()).hexdigest()}) + "\n")
+    return PluginBuild(str(done), commit, round(time.perf_counter() - t_all, 1), changed, phases)
