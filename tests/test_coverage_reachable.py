@@ -46,7 +46,7 @@ def universe():
     from harness.runtimes import vulkan
 
     manifest = vulkan.installed()
-    found = shaders.conv_shaders(manifest.source_origin) if manifest else None
+    found = manifest.shader_universe() if manifest else None
     if not found or found.problem or not found.known:
         pytest.skip("no Vulkan plug-in source to read the shader universe from")
     return found

@@ -130,7 +130,7 @@ def prepare_runtimes(config: RunConfig, log=None) -> dict:
     if not config.vulkan_runtime:
         return config.vulkan_patched
     stock = vulkan.for_library(Path(config.vulkan_runtime))
-    source = stock.source_origin if stock and Path(stock.source_origin).exists() else None
+    source = stock.source_path() if stock else None
     for patches in patch_sets(config):
         key = patch_key(patches)
         known = config.vulkan_patched.get(key)

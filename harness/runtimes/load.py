@@ -94,9 +94,7 @@ def describe(library: str | None, cache: str | None = None) -> dict:
     if manifest:
         info.update(manifest.summary())
         # the conv shaders its source can dispatch: the universe coverage is measured against
-        from harness.runtimes.shaders import conv_shaders
-
-        info["conv_shaders"] = conv_shaders(manifest.source_origin).to_dict()
+        info["conv_shaders"] = manifest.shader_universe().to_dict()
     elif library:
         info["skew_note"] = "no manifest beside the library: its source commit is unknown"
     # How a cell's dispatched shaders are observed (stages/execute.py): nothing is added to
@@ -126,7 +124,7 @@ def status_lines(cache: str | None = None) -> list[str]:
                      f"sha256 {found.library_sha256[:16]}, built {found.built_at} in "
                      f"{found.build_seconds:g} s)")
         lines.append(f"  source: {found.source_commit} (version.txt {found.source_version_txt}) "
-                     f"from {found.source_origin}")
+                     f"from {found.source_origin} (kept in the cache entry)")
         lines.append(f"  {found.skew_note or 'source is the wheel own commit'}")
         lines.append(f"  glslc: {found.glslc_version}")
         ok = load(found.library)

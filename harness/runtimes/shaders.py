@@ -4,8 +4,8 @@ coverage (a cell's ``reached``) is measured against.
 The runtime builds its shader registry from ``backends/vulkan/runtime/graph/ops/glsl/*.yaml``
 (``gen_vulkan_spv.py``: each template's ``shader_variants`` times its ``generate_variant_forall``
 values, each value adding ``_SUFFIX`` to the name). ``conv_shaders`` expands those templates the
-same way, read from the source the plug-in was built from (its manifest's ``source_origin``: a
-tarball or a tree), for the templates that the conv operators the partitioner delegates
+same way, read from the source the plug-in was built from (the copy its cache entry keeps,
+``vulkan.Manifest.shader_universe``: a tarball or a tree), for the templates that the conv operators the partitioner delegates
 (``aten.convolution``, ``et_vk.conv_with_clamp``, ``et_vk.q8ta_conv2d*``) dispatch from their
 execute nodes. Weight-prepack shaders (``*_prepack_weights``, ``pack_*``) are left out: they run
 in PrepackNode, which the runtime's dispatch profiling (what a cell's ``reached`` is read from)
@@ -128,23 +128,24 @@ def _yaml_texts(origin: Path) -> dict[str, str]:
     return texts
 
 
-def conv_shaders(origin: str | Path | None) -> ShaderUniverse:
+def conv_shaders(origin: str | Path | None, label: str = "") -> ShaderUniverse:
     """The conv shader universe of the ExecuTorch source at ``origin`` (a source tarball or
-    tree, as a plug-in manifest's ``source_origin`` names it)."""
+    tree). ``label`` is what the universe says it was read from (default: the path); a cache
+    entry gives its source's commit, so that no path of one machine travels in a run header."""
     if not origin:
         return ShaderUniverse(problem="no runtime source known (no Vulkan plug-in manifest)")
     path = Path(origin)
+    label = label or str(origin)
     if not path.exists():
-        return ShaderUniverse(source=str(origin), problem=f"runtime source {origin} is not there")
+        return ShaderUniverse(source=label, problem=f"runtime source {origin} is not there")
     try:
         texts = _yaml_texts(path)
     except (OSError, tarfile.TarError) as e:
-        return ShaderUniverse(source=str(origin), problem=f"cannot read {origin}: {e}")
+        return ShaderUniverse(source=label, problem=f"cannot read {origin}: {e}")
     families, unrouted = {}, {}
     for stem, text in sorted(texts.items()):
         for template, names in expand(text).items():
             (unrouted if template in UNROUTED else families)[template] = sorted(names)
     missing = sorted(set(ROUTED) - set(families))
     problem = f"templates not in this source: {', '.join(missing)}" if missing else ""
-    return ShaderUniverse(source=str(origin), families=families, unrouted=unrouted,
-                          problem=problem)
+    return ShaderUniverse(source=label, families=families, unrouted=unrouted, problem=problem)

@@ -178,6 +178,36 @@ def git_fetch(wheel: Wheel, dest: Path, timeout: float = 180) -> Source:
 BESIDE_CHECKOUT = Path(__file__).resolve().parents[3] / "shared" / "executorch-src"
 
 
+def locate(commit: str, digest: str = "", fetch_root: Path | None = None) -> Source | None:
+    """A source at ``commit`` wherever it is now: ``$CONVCONF_EXECUTORCH_SRC``,
+    ``shared/executorch-src`` beside this checkout, or an earlier git fetch under
+    ``fetch_root``; one whose ``digest`` matches is preferred. None when none is found. How a
+    cache entry made before entries carried their source finds it again, never by the path
+    it was built from."""
+    places = [Path(os.environ[ENV])] if os.environ.get(ENV) else []
+    places.append(BESIDE_CHECKOUT)
+    if fetch_root is not None and fetch_root.is_dir():
+        places += sorted(p for p in fetch_root.iterdir() if p.is_dir())
+    found = []
+    for place in places:
+        if place.is_dir() and (place / NEEDED[0]).is_dir():
+            readers = [(_from_tree, place)]
+        elif place.is_dir():
+            readers = [(_from_tarball, f) for f in sorted(place.glob("*.tar.gz"))
+                       + sorted(place.glob("*.tgz"))]
+        else:
+            readers = [(_from_tarball, place)] if place.is_file() else []
+        for read, path in readers:
+            try:
+                src = read(path)
+            except (RuntimeBuildError, OSError):
+                continue
+            if src.commit == commit:
+                found.append(src)
+    same = [s for s in found if digest and s.digest == digest]
+    return (same or found or [None])[0]
+
+
 def resolve(explicit: str | None, wheel: Wheel, fetch_dir: Path) -> Source:
     """--source, else $CONVCONF_EXECUTORCH_SRC, else shared/executorch-src beside the checkout,
     else a shallow git fetch of the wheel's own commit."""

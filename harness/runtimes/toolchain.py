@@ -98,6 +98,12 @@ class Toolchain:
         return listing.read_text().split() if listing.exists() else []
 
 
+def next_release_tools_ready(cache: Path) -> bool:
+    """Whether ``ensure_next_release_tools`` would find its tools in place (fetch nothing)."""
+    return (Toolchain(cache / "toolchains" / f"{NEXT_SUITE}-v{TOOLCHAIN_VERSION}").root
+            / "ready").exists()
+
+
 def ensure_next_release_tools(cache: Path, log: Callable[[str], None] = print) -> Toolchain:
     """glslc + Vulkan headers/volk/VMA from the next Debian release, under ``cache``."""
     tc = Toolchain(cache / "toolchains" / f"{NEXT_SUITE}-v{TOOLCHAIN_VERSION}")

@@ -1,7 +1,13 @@
 """Build, find and load the Vulkan runtime plug-in for the installed executorch wheel.
 
-Cached as ``<cache>/runtimes/<executorch version>-<source commit[:12]>/`` holding the library and
-``manifest.json`` (source commit and skew, glslc version, build seconds, library sha256, ...).
+Cached as ``<cache>/runtimes/<executorch version>-<source commit[:12]>/`` holding the library,
+``manifest.json`` (source commit and skew, glslc version, build seconds, library sha256, the conv
+shader universe of the source, ...) and ``source.tar.gz``, the ExecuTorch source it was built
+from (half a megabyte). An entry carries what it needs: nothing in it names a path of the
+checkout or the tarball it was built from, so a cache built by a clone that is gone since (or a
+cache folder moved elsewhere) serves a new clone whole: coverage's shader list and the patched
+plug-ins' builds read the entry's own source copy. Paths in the manifest (library, runner) are
+re-anchored to the folder the manifest is read from.
 A build whose inputs (wheel, source digest, CMake project, toolchain, source patches) match a
 manifest whose library still has its recorded sha256 is a cache hit and compiles nothing.
 
@@ -38,6 +44,35 @@ LIBRARY = "libexecutorch_backend_vulkan.so"
 RUNNER = "convconf_runner"  # native runner (runner.cpp) for programs run on another machine
 BACKEND = "VulkanBackend"
 BUILDER_VERSION = "1"  # bump when the build recipe changes in a way the inputs do not show
+SOURCE_COPY = "source.tar.gz"  # in a cache entry: the source it was built from
+
+
+def _keep_source(src, folder: Path) -> None:
+    """Put the source ``src`` (a source.Source) into cache entry ``folder`` as SOURCE_COPY:
+    the tarball as it is, a tree packed (the parts the build compiles, with ET_COMMIT)."""
+    import tarfile
+
+    dest = Path(folder) / SOURCE_COPY
+    tmp = dest.with_name(dest.name + ".tmp")
+    if src.tarball:
+        shutil.copyfile(src.tarball, tmp)
+    else:
+        with tarfile.open(tmp, "w:gz") as tf:
+            for rel in (*source_mod.NEEDED, "version.txt", "ET_COMMIT", "ET_COMMIT_DATE"):
+                if (src.tree / rel).exists():
+                    tf.add(src.tree / rel, arcname=rel)
+            if not (src.tree / "ET_COMMIT").exists():
+                data = (src.commit + "\n").encode()
+                info = tarfile.TarInfo("ET_COMMIT")
+                info.size = len(data)
+                import io
+                tf.addfile(info, io.BytesIO(data))
+    os.replace(tmp, dest)
+
+
+def _universe_label(m) -> str:
+    return f"source {m.source_commit[:12]} ({m.source_origin or 'unnamed'})" + (
+        f", patched: {', '.join(m.patch_names)}" if m.patches else "")
 
 
 @dataclass
@@ -52,7 +87,7 @@ class Manifest:
     source_commit: str
     source_version_txt: str
     source_commit_date: str
-    source_origin: str
+    source_origin: str            # the source's file or folder *name* (provenance, never read)
     source_exact: bool
     skew_note: str
     glslc_version: str
@@ -66,19 +101,73 @@ class Manifest:
     extra: dict = field(default_factory=dict)
     # source patches applied before the build, in order: {"name", "file", "sha256", "files"}
     patches: list = field(default_factory=list)
+    source_digest: str = ""       # the source's digest (Source.digest): how a copy is recognised
+    # the conv shader universe of the (patched) source (shaders.ShaderUniverse.to_dict())
+    conv_shaders: dict = field(default_factory=dict)
 
     @classmethod
     def read(cls, path: Path) -> "Manifest | None":
+        path = Path(path)
         try:
-            data = json.loads(Path(path).read_text())
-            return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+            data = json.loads(path.read_text())
+            m = cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
         except (OSError, ValueError, TypeError):
             return None
+        # an entry may have been built elsewhere (another cache root) and moved: its files are
+        # where its manifest is
+        m.library = str(path.parent / LIBRARY)
+        if m.runner:
+            m.runner = str(path.parent / RUNNER)
+        return m
 
     def write(self, path: Path) -> None:
         data = asdict(self)
         data.pop("cached")
-        Path(path).write_text(json.dumps(data, indent=1) + "\n")
+        tmp = Path(path).with_name(Path(path).name + ".tmp")
+        tmp.write_text(json.dumps(data, indent=1) + "\n")
+        os.replace(tmp, path)
+
+    @property
+    def folder(self) -> Path:
+        return Path(self.library).parent
+
+    @property
+    def source_copy(self) -> Path:
+        """The entry's own copy of the source it was built from."""
+        return self.folder / SOURCE_COPY
+
+    def source_path(self) -> str | None:
+        """A path of the source this plug-in was built from, to build its patched siblings
+        from: the entry's own copy, else one found by commit and digest (an entry cached
+        before entries carried their source), copied in. None when neither is there."""
+        if self.source_copy.is_file():
+            return str(self.source_copy)
+        found = source_mod.locate(self.source_commit, self.source_digest,
+                                  self.folder.parent / "sources")
+        if found is None:
+            return None
+        _keep_source(found, self.folder)
+        return str(self.source_copy)
+
+    def shader_universe(self):
+        """The conv shaders this plug-in's source can dispatch (shaders.ShaderUniverse), from
+        the manifest, else from the source copy (computed once, then kept in the manifest)."""
+        from harness.runtimes import shaders
+
+        if self.conv_shaders.get("families"):
+            return shaders.ShaderUniverse.from_dict(self.conv_shaders)
+        where = self.source_path()
+        if where is None:
+            return shaders.ShaderUniverse(
+                source=self.source_origin,
+                problem=f"runtime source {self.source_commit[:12]} is not in its cache entry "
+                        f"{self.folder} and no source with that commit was found (rebuild: "
+                        f"python -m harness runtime build vulkan)")
+        universe = shaders.conv_shaders(where, label=_universe_label(self))
+        if not universe.problem:
+            self.conv_shaders = universe.to_dict()
+            self.write(self.folder / "manifest.json")
+        return universe
 
     @property
     def patch_names(self) -> list[str]:
@@ -128,9 +217,12 @@ def runtimes_dir(cache: str | None = None) -> Path:
 
 
 def build(source: str | None = None, jobs: int | None = None, cache: str | None = None,
-          log: Callable[[str], None] = print, patches: tuple[str, ...] = ()) -> Manifest:
+          log: Callable[[str], None] = print, patches: tuple[str, ...] = (),
+          install: bool = True) -> Manifest:
     """Build (or find in the cache) the plug-in for the installed wheel, with the named source
-    ``patches`` (``patching.list_patches()``) applied. Concurrent callers (pytest-xdist
+    ``patches`` (``patching.list_patches()``) applied. ``install=False`` (a run building a
+    patched sibling) installs no build tools: missing ones are a RuntimeBuildError naming the
+    command that installs them. Concurrent callers (pytest-xdist
     workers, parallel CI jobs) wait for one build and then hit its cache. An unknown patch, or
     one that does not apply to the source, is a RuntimeBuildError before anything is built."""
     chosen = patching.resolve(patches)
@@ -140,7 +232,7 @@ def build(source: str | None = None, jobs: int | None = None, cache: str | None 
     root.mkdir(parents=True, exist_ok=True)
     with open(root / ".build.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        return _build_locked(wheel, src, root, jobs, cache, log, chosen)
+        return _build_locked(wheel, src, root, jobs, cache, log, chosen, install)
 
 
 def check(patches: tuple[str, ...], source: str | None = None, cache: str | None = None) -> str:
@@ -165,7 +257,7 @@ def _source_label(src) -> str:
     return f"{Path(src.origin).name} (commit {src.commit[:12]})"
 
 
-def _build_locked(wheel, src, root: Path, jobs, cache, log, chosen=()) -> Manifest:
+def _build_locked(wheel, src, root: Path, jobs, cache, log, chosen=(), install=True) -> Manifest:
     t_all = time.perf_counter()
     applied = [p.applied(src.commit) for p in chosen]
     key = _inputs_key(wheel, src, applied)
@@ -173,6 +265,8 @@ def _build_locked(wheel, src, root: Path, jobs, cache, log, chosen=()) -> Manife
     found = Manifest.read(dest / "manifest.json")
     if found and found.inputs_key == key and Path(found.library).exists() \
             and _sha256(Path(found.library)) == found.library_sha256:
+        if not found.source_copy.is_file():  # an entry from before entries kept their source
+            _keep_source(src, dest)
         found.cached = True
         return found
 
@@ -191,7 +285,17 @@ def _build_locked(wheel, src, root: Path, jobs, cache, log, chosen=()) -> Manife
         raise
     phases["source"] = round(time.perf_counter() - t, 1)
     t = time.perf_counter()
-    installed = toolchain.ensure_packages(toolchain.BUILD_PACKAGES, log)
+    if install:
+        installed = toolchain.ensure_packages(toolchain.BUILD_PACKAGES, log)
+    else:  # inside a run: the build tools are `harness runtime build`'s to install
+        installed = []
+        missing = toolchain.missing_packages(toolchain.BUILD_PACKAGES)
+        if missing or not toolchain.next_release_tools_ready(cache_root(cache)):
+            shutil.rmtree(staged_src, ignore_errors=True)
+            what = ", ".join(missing) or "glslc and the Vulkan headers"
+            raise RuntimeBuildError(
+                f"build tools missing ({what}); a run installs nothing: run `python -m harness "
+                f"runtime build vulkan` first")
     phases["apt"] = round(time.perf_counter() - t, 1)
     t = time.perf_counter()
     tc = toolchain.ensure_next_release_tools(cache_root(cache), log)
@@ -239,12 +343,16 @@ def _build_locked(wheel, src, root: Path, jobs, cache, log, chosen=()) -> Manife
         library_bytes=(staging / LIBRARY).stat().st_size, executorch_version=wheel.version,
         executorch_git_version=wheel.git_version, source_commit=src.commit,
         source_version_txt=src.version_txt, source_commit_date=src.commit_date,
-        source_origin=src.origin, source_exact=src.exact_for(wheel),
+        source_origin=Path(src.origin).name, source_exact=src.exact_for(wheel),
         skew_note=src.skew_note(wheel), glslc_version=tc.glslc_version(),
         toolchain_packages=tc.packages(), build_seconds=0.0, phase_seconds=phases, jobs=jobs,
         built_at=time.strftime("%Y-%m-%d %H:%M:%S"), inputs_key=key,
         extra={"apt_installed": installed, "runner_missing": runner_missing, "build_tree": how},
-        patches=applied)
+        patches=applied, source_digest=src.digest)
+    _keep_source(src, staging)
+    from harness.runtimes import shaders
+    manifest.conv_shaders = shaders.conv_shaders(
+        work / "src" / "executorch", label=_universe_label(manifest)).to_dict()
     check = registers(staging / LIBRARY)
     if check:
         raise RuntimeBuildError(f"built {LIBRARY} but it does not register {BACKEND}: {check}")
