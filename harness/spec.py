@@ -22,6 +22,12 @@ DTYPES = ("float32", "float16", "bfloat16")  # the default first: shrinking goes
 PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 DIMS = (1, 2, 3)
 WEIGHTS = ("constant", "input")
+# The memory format of the activation inputs (issue 39): what torch.export reads as the graph
+# inputs' dim order. "channels_last" is 2-D convs' (NHWC), "channels_last_3d" 3-D convs' (NDHWC).
+MEMORY_FORMATS = ("contiguous", "channels_last", "channels_last_3d")
+# Dynamic shapes (issue 39): which input dimensions the program is exported dynamic in
+# (torch.export.Dim, bounds = the smallest and largest value of ``dynamic_sizes``).
+DYNAMIC = ("none", "batch", "spatial", "both")
 # The conv in context (the graph around it): epilogue ops on its output, in order. A bare name,
 # or [name, min, max] for the two with bounds (clamp: one bound may be null).
 EPILOGUE_OPS = ("relu", "relu6", "batchnorm", "add")
@@ -29,14 +35,16 @@ BOUNDED_OPS = ("hardtanh", "clamp")
 FIELDS = (
     "dim", "transposed", "in_channels", "out_channels", "kernel_size", "stride", "padding",
     "padding_mode", "dilation", "output_padding", "groups", "bias", "input_shape", "dtype", "quant",
-    "prologue", "epilogue", "weights",
+    "prologue", "epilogue", "weights", "memory_format", "module_channels_last", "dynamic",
+    "dynamic_sizes",
 )
 # Fields added after case ids, corpus files and caches existed. At their default they are left
 # out of the serialised identity (to_json, which case_id hashes), so every older case keeps its
 # id; any other value is written, so a case that uses them gets an id of its own. Compared as
 # JSON values (to_dict's): the empty epilogue is [].
 LATER_FIELD_DEFAULTS = {"padding_mode": "zeros", "output_padding": 0, "prologue": None,
-                        "epilogue": [], "weights": "constant"}
+                        "epilogue": [], "weights": "constant", "memory_format": "contiguous",
+                        "module_channels_last": False, "dynamic": "none", "dynamic_sizes": []}
 
 
 class CaseError(ValueError):
@@ -81,10 +89,22 @@ class ConvCase:
     epilogue: tuple = ()
     # "input": the weight (and bias) are graph inputs of a functional conv, not constants.
     weights: str = "constant"
+    # Memory format (issue 39). memory_format: the activation inputs' (x and residuals), as
+    # ``x.to(memory_format=torch.channels_last)`` gives them; module_channels_last: the module is
+    # converted too (``model.to(memory_format=...)`` of its rank: the weight's dim order), with
+    # contiguous or channels-last inputs alike (a user who converts the model and not the input).
+    memory_format: str = "contiguous"
+    module_channels_last: bool = False
+    # Dynamic shapes (issue 39): "batch" (dimension 0), "spatial" (every spatial dimension whose
+    # size varies), "both". dynamic_sizes: the input shapes the one lowered program executes
+    # at, in order (the input_shape is the export's example; each Dim's bounds are the smallest
+    # and largest size of that dimension over input_shape and dynamic_sizes).
+    dynamic: str = "none"
+    dynamic_sizes: tuple = ()
 
     def __post_init__(self) -> None:
         for name in ("kernel_size", "stride", "padding", "dilation", "output_padding",
-                     "input_shape", "prologue", "epilogue"):
+                     "input_shape", "prologue", "epilogue", "dynamic_sizes"):
             object.__setattr__(self, name, _freeze(getattr(self, name)))
         self._check_types()
         self._check_combinations()
@@ -127,6 +147,18 @@ class ConvCase:
             raise bad("padding_mode", f"must be one of {PADDING_MODES}")
         if self.weights not in WEIGHTS:
             raise bad("weights", f"must be one of {WEIGHTS}")
+        if self.memory_format not in MEMORY_FORMATS:
+            raise bad("memory_format", f"must be one of {MEMORY_FORMATS}")
+        if not isinstance(self.module_channels_last, bool):
+            raise bad("module_channels_last", "must be a bool")
+        if self.dynamic not in DYNAMIC:
+            raise bad("dynamic", f"must be one of {DYNAMIC}")
+        sizes = self.dynamic_sizes
+        if not isinstance(sizes, tuple) or not all(
+                isinstance(t, tuple) and len(t) == self.dim + 2
+                and all(_is_int(i) and i > 0 for i in t) for t in sizes):
+            raise bad("dynamic_sizes", f"must be a list of input shapes ({self.dim + 2} "
+                                       f"positive ints each)")
         self._check_prologue()
         self._check_epilogue()
 
@@ -198,6 +230,87 @@ class ConvCase:
             for i, op in enumerate(self.spatial("output_padding")):
                 if op >= max(stride[i], dilation[i]):
                     raise bad("output_padding", "must be smaller than stride or dilation")
+        self._check_layout()
+        self._check_dynamic()
+        self._check_pad_sizes()
+
+    def _check_layout(self) -> None:
+        bad = self._bad
+        wanted = {2: "channels_last", 3: "channels_last_3d"}.get(self.dim)
+        if self.memory_format != "contiguous" and self.memory_format != wanted:
+            raise bad("memory_format", f"a {self.dim}-D conv's input takes "
+                                       f"{'contiguous only' if wanted is None else repr(wanted)}"
+                                       f" (torch's channels-last formats are 4-D and 5-D)")
+        if self.module_channels_last:
+            if wanted is None:
+                raise bad("module_channels_last", "a conv1d's weight has no channels-last format")
+            if self.weights != "constant":
+                raise bad("module_channels_last", 'weights="input": there are no module '
+                                                  'weights to convert')
+
+    def dynamic_axes(self) -> tuple:
+        """The input dimensions exported dynamic: those ``dynamic`` names whose size varies
+        over input_shape and dynamic_sizes."""
+        names = {"none": (), "batch": (0,), "spatial": tuple(range(2, self.dim + 2)),
+                 "both": (0, *range(2, self.dim + 2))}[self.dynamic]
+        shapes = (self.input_shape, *self.dynamic_sizes)
+        return tuple(a for a in names if len({s[a] for s in shapes}) > 1)
+
+    def dynamic_bounds(self) -> dict:
+        """{dimension: (min, max)} of each dynamic dimension, over input_shape and the sizes."""
+        shapes = (self.input_shape, *self.dynamic_sizes)
+        return {a: (min(s[a] for s in shapes), max(s[a] for s in shapes))
+                for a in self.dynamic_axes()}
+
+    def at_size(self, shape) -> "ConvCase":
+        """The static case this one is at one of its sizes (what eager computes there)."""
+        return dataclasses.replace(self, input_shape=tuple(shape), dynamic="none",
+                                   dynamic_sizes=())
+
+    def _check_dynamic(self) -> None:
+        bad = self._bad
+        if self.dynamic == "none":
+            if self.dynamic_sizes:
+                raise bad("dynamic_sizes", 'a static case (dynamic "none") names no sizes')
+            return
+        if not self.dynamic_sizes:
+            raise bad("dynamic_sizes", f"dynamic {self.dynamic!r} needs the sizes to execute at")
+        if self.quant:
+            raise bad("dynamic", "a quantized case is captured statically before pt2e "
+                                 "quantization (quantize.py), which specializes every size: "
+                                 "int8 with dynamic shapes is not supported yet")
+        if self.residual_count():
+            raise bad("dynamic", 'an epilogue "add" takes a residual of the output\'s shape, '
+                                 'which a dynamic size changes: not supported')
+        axes = self.dynamic_axes()
+        if not axes:
+            raise bad("dynamic_sizes", f"no size varies a {self.dynamic} dimension")
+        for shape in self.dynamic_sizes:
+            for a, (n, m) in enumerate(zip(shape, self.input_shape, strict=True)):
+                if n != m and a not in axes:
+                    raise bad("dynamic_sizes", f"size {list(shape)} changes dimension {a}, "
+                                               f"which dynamic {self.dynamic!r} keeps static")
+        for a in axes:
+            if self.input_shape[a] < 2:
+                raise bad("input_shape", f"dimension {a} is dynamic: the export's example must be "
+                                         f">= 2 there (torch.export specializes a size of 0 or 1)")
+        for shape in self.dynamic_sizes:
+            try:
+                static = self.at_size(shape)
+            except CaseError as e:
+                raise bad("dynamic_sizes", f"at size {list(shape)}: {e}") from None
+            out = static.output_shape()
+            if min(out[2:]) < 1:
+                raise bad("dynamic_sizes", f"size {list(shape)} gives an empty output")
+            for a in axes:  # torch.export guards a dynamic size of 1 away (0/1 specialization)
+                if a >= 2 and (shape[a] < 2 or out[a] < 2):
+                    raise bad("dynamic_sizes", f"size {list(shape)}: a dynamic spatial dimension "
+                                               f"needs input and output sizes >= 2 (dimension {a}:"
+                                               f" {shape[a]} -> {out[a]}; torch.export guards 1 "
+                                               f"away)")
+
+    def _check_pad_sizes(self) -> None:
+        bad = self._bad
         if self.padding_mode == "zeros":
             return
         if isinstance(self.padding, tuple) and len(self.padding) == 1 and self.dim > 1:
@@ -281,6 +394,17 @@ class ConvCase:
             out += "_e" + ".".join(short.get(n, n) for n in names)
         if self.weights == "input":
             out += "_win"
+        return out + self.layout_label
+
+    @property
+    def layout_label(self) -> str:
+        """The issue-39 fields' part of the label ("" at their defaults): ``_cl`` (channels-last
+        input), ``_mcl`` (module converted), ``_dyn`` + B/S/BS + the number of sizes."""
+        out = "_cl" if self.memory_format != "contiguous" else ""
+        out += "_mcl" if self.module_channels_last else ""
+        if self.dynamic != "none":
+            out += "_dyn" + {"batch": "B", "spatial": "S", "both": "BS"}[self.dynamic] \
+                + str(len(self.dynamic_sizes))
         return out
 
     # --- the conv in context -------------------------------------------------------------------

@@ -24,7 +24,9 @@ def test_json_field_names():
     assert set(SEED_VALID.to_dict()) == {"dim", "transposed", "in_channels", "out_channels",
                                          "kernel_size", "stride", "padding", "dilation", "groups",
                                          "bias", "input_shape", "dtype", "quant", "padding_mode",
-                                         "output_padding", "prologue", "epilogue", "weights"}
+                                         "output_padding", "prologue", "epilogue", "weights",
+                                         "memory_format", "module_channels_last", "dynamic",
+                                         "dynamic_sizes"}
 
 
 def test_case_id_is_stable_and_readable():

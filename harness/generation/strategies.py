@@ -13,6 +13,7 @@ dilation; neither lowers 3d everywhere): those cells say so in their status.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from hypothesis import strategies as st
@@ -56,9 +57,13 @@ def spatial(v, dim: int) -> tuple:
 def conv_cases(draw, *, dims=(1, 2, 3), quant=st.just(None), transposed=st.booleans(),
                max_channels_per_group: int = 4, batch=st.sampled_from(BATCHES),
                dtypes=st.sampled_from(DTYPES), padding_modes=st.sampled_from(PADDING_MODES),
-               spellings=None, context: bool = True):
+               spellings=None, context: bool = True, layout: bool = True,
+               memory_formats=None, dynamics=None):
     """``spellings``: the padding spellings to draw from (default: all a case may take);
-    ``context``: draw the context fields too (prologue, epilogue, weights; mostly off)."""
+    ``context``: draw the context fields too (prologue, epilogue, weights; mostly off);
+    ``layout``: draw the memory format and dynamic shapes too (mostly contiguous and static;
+    ``memory_formats`` / ``dynamics`` narrow them: strategies of MEMORY_CHOICES /
+    DYNAMIC_CHOICES values)."""
     dim = draw(st.sampled_from([d for d in dims for _ in range(DIM_WEIGHTS[d])]))
     is_t = draw(transposed)
     q = draw(quant)
@@ -139,13 +144,109 @@ def conv_cases(draw, *, dims=(1, 2, 3), quant=st.just(None), transposed=st.boole
             low = max(low, _fits_mode(mode, padding, extent, p[i]))
         extra = SMALL_3D["extra_size"] if small or wide else 8
         sizes.append(draw(st.integers(low, low + extra)))
-    return ConvCase(
+    case = ConvCase(
         dim=dim, transposed=is_t, in_channels=in_ch, out_channels=out_ch, kernel_size=kernel,
         stride=stride, padding=padding, padding_mode=mode, dilation=dilation,
         output_padding=output_padding, groups=groups, bias=draw(st.booleans()),
         input_shape=(draw(batch), in_ch, *sizes), dtype=dtype, quant=q,
         prologue=prologue, epilogue=epilogue, weights=weights,
     )
+    # Drawn last (the earlier fields' draws stay where they were) and always, then dropped
+    # where they do not apply (the shrinker's shortest-first order again).
+    return draw(_layout(case, memory_formats, dynamics)) if layout else case
+
+
+def memory_format_of(case: ConvCase) -> str:
+    return {2: "channels_last", 3: "channels_last_3d"}.get(case.dim, "contiguous")
+
+
+@st.composite
+def _layout(draw, case: ConvCase, memory_formats=None, dynamics=None):
+    """The memory format and the dynamic shapes (issue 39) of an otherwise drawn case:
+    contiguous and static first (shrinking goes there), channels-last input and/or module
+    for 2-D / 3-D convs, and a dynamic dimension with its sizes (``dynamic_sizes``)."""
+    fmt = draw(memory_formats if memory_formats is not None else st.sampled_from(MEMORY_CHOICES))
+    kind = draw(dynamics if dynamics is not None else st.sampled_from(DYNAMIC_CHOICES))
+    changes = {}
+    if case.dim > 1:
+        if fmt in ("input", "input+module"):
+            changes["memory_format"] = memory_format_of(case)
+        if fmt in ("module", "input+module") and case.weights == "constant":
+            changes["module_channels_last"] = True
+    if kind != "none" and not case.quant and not case.residual_count():
+        dynamic = draw(dynamic_sizes(case, kind))
+        if dynamic is not None:
+            changes.update(dynamic)
+    return dataclasses.replace(case, **changes) if changes else case
+
+
+# "input": a channels-last input; "module": the module converted; both; about 1 in 6 each.
+MEMORY_CHOICES = ["contiguous", "contiguous", "contiguous", "input", "input+module", "module"]
+DYNAMIC_CHOICES = ["none"] * 6 + ["batch", "spatial", "both"]
+DYNAMIC_BATCH = (1, 4)  # the batch bounds a dynamic-batch case draws within
+
+
+def _out(case: ConvCase, axis: int, size: int) -> int:
+    """The output size along ``axis`` at input size ``size`` (< 1: empty), or 0 where the case
+    cannot take that size (a reflect pad wider than it)."""
+    shape = list(case.input_shape)
+    shape[axis] = size
+    try:
+        return case.at_size(shape).output_shape()[axis]
+    except ValueError:
+        return 0
+
+
+def min_dynamic_size(case: ConvCase, axis: int, limit: int = 64) -> int | None:
+    """The smallest input size of a dynamic spatial ``axis`` with input and output >= 2
+    (torch.export guards 1 away; an empty output is no conv), None below ``limit``."""
+    for size in range(2, limit):
+        if _out(case, axis, size) >= 2:
+            return size
+    return None
+
+
+@st.composite
+def dynamic_sizes(draw, case: ConvCase, kind: str):
+    """{"dynamic", "dynamic_sizes", "input_shape"} for a ``kind`` of dynamic case, or None when
+    the case has no legal range. Per dynamic dimension: its lower bound, its upper bound and a
+    size between; for the width (last axis) also the sizes where the output width crosses a
+    multiple of 4 (Vulkan's texel / tile width), when the range has them. Executed in the order
+    lower, upper, then the others (grow, then shrink: both resizes). The export's example
+    (input_shape) is moved inside the bounds, >= 2 where dynamic."""
+    axes = ([0] if kind in ("batch", "both") else []) + \
+        (list(range(2, case.dim + 2)) if kind in ("spatial", "both") else [])
+    per_axis = {}
+    for axis in axes:
+        if axis == 0:
+            low, high = DYNAMIC_BATCH[0], draw(st.integers(3, DYNAMIC_BATCH[1]))
+        else:
+            low = min_dynamic_size(case, axis)
+            if low is None:
+                return None
+            high = low + draw(st.integers(3, 6 if case.dim == 3 else 12))
+        mid = draw(st.integers(low + 1, high - 1))
+        values = [low, high, mid]
+        if axis == case.dim + 1:  # the width: an output width of 4m and of 4m + 1
+            outs = {s: _out(case, axis, s) for s in range(low, high + 1)}
+            four = [s for s, o in outs.items() if o % 4 == 0 and s not in values]
+            if four:
+                values.append(four[0])
+                after = [s for s, o in outs.items() if o % 4 == 1 and s > four[0]
+                         and s not in values]
+                values += after[:1]
+        per_axis[axis] = values
+    count = max(len(v) for v in per_axis.values())
+    shape = list(case.input_shape)
+    sizes = []
+    for i in range(count):
+        size = list(shape)
+        for axis, values in per_axis.items():
+            size[axis] = values[i] if i < len(values) else values[2]
+        sizes.append(size)
+    for axis, values in per_axis.items():  # the example: inside the bounds, >= 2
+        shape[axis] = min(max(shape[axis], min(values), 2), max(values))
+    return {"dynamic": kind, "dynamic_sizes": sizes, "input_shape": shape}
 
 
 def _zeroed(padding):

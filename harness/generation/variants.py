@@ -19,7 +19,9 @@ out, and the input grows where a larger kernel would leave the output empty):
 - dilation -> 1, stride -> 1, padding -> 0 (all in the same spelling), output_padding -> 0;
 - batch -> 1, dtype -> float32, the quant scheme -> the other one and -> none, padding_mode ->
   zeros, bias -> off, transposed -> a regular conv;
-- the context: epilogue -> none, prologue -> none, weights -> constant.
+- the context: epilogue -> none, prologue -> none, weights -> constant;
+- the layout (issue 39): memory_format -> contiguous, module_channels_last -> off, dynamic ->
+  none (static, at the case's own input_shape).
 """
 
 from __future__ import annotations
@@ -187,11 +189,25 @@ def _values(case: ConvCase):
                                                               "output_padding": 0}
 
 
+def _layout(case: ConvCase):
+    """Issue 39's axes, each to its default: the input contiguous, the module not converted,
+    the program static (at the case's own input_shape, the export's example)."""
+    if case.memory_format != "contiguous":
+        yield "memory_format", f"memory_format {case.memory_format} -> contiguous", \
+            {"memory_format": "contiguous"}
+    if case.module_channels_last:
+        yield "module_channels_last", "module channels-last -> not converted", \
+            {"module_channels_last": False}
+    if case.dynamic != "none":
+        yield "dynamic", f"dynamic {case.dynamic} ({len(case.dynamic_sizes)} sizes) -> static", \
+            {"dynamic": "none", "dynamic_sizes": []}
+
+
 def one_step(case: ConvCase) -> list[Step]:
     """The case's legal one-step variants, spellings first (the cheapest questions with the
     sharpest answers), then the kernel, groups and the other fields; each a different case."""
     out, seen = [], {case.case_id}
-    for source in (_spellings, _kernel, _groups, _values):
+    for source in (_spellings, _layout, _kernel, _groups, _values):
         for field, change, changes in source(case):
             variant = _with(case, **changes)
             if variant is None or variant.case_id in seen:

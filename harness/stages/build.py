@@ -77,7 +77,16 @@ def build_module(case: ConvCase) -> torch.nn.Module:
         exec(compile(context_source(case), f"<convconf model {case.case_id}>", "exec"), namespace)
         conv = namespace["Model"](conv)
     # Drawn in float32 and then cast: the same stream of numbers for every dtype.
-    return conv.to(torch_dtype(case)).eval()
+    conv = conv.to(torch_dtype(case)).eval()
+    if case.module_channels_last:  # the model converted as a user does (its 4-D/5-D weights)
+        conv = conv.to(memory_format=torch_memory_format(case))
+    return conv
+
+
+def torch_memory_format(case: ConvCase) -> torch.memory_format:
+    """The channels-last format of the case's rank (channels_last for 2-D convs, channels_last_3d
+    for 3-D); what ``memory_format`` and ``module_channels_last`` convert to."""
+    return torch.channels_last_3d if case.dim == 3 else torch.channels_last
 
 
 def input_names(case: ConvCase) -> list[str]:
@@ -89,17 +98,41 @@ def input_names(case: ConvCase) -> list[str]:
     return names + [f"residual{i}" for i in range(case.residual_count())]
 
 
-def make_inputs(case: ConvCase, salt: str = "inputs") -> tuple[torch.Tensor, ...]:
-    """Every graph input (``input_names``), in the case's dtype. ``salt`` draws the
-    activations (x, residuals); the weights are the case's own whatever the salt."""
-    x = torch.randn(case.input_shape, generator=generator(case, salt))
+def make_inputs(case: ConvCase, salt: str = "inputs", shape: tuple | None = None
+                ) -> tuple[torch.Tensor, ...]:
+    """Every graph input (``input_names``), in the case's dtype and memory format (activations
+    only: x and residuals). ``salt`` draws the activations; the weights are the case's own
+    whatever the salt. ``shape``: x at another of the case's sizes (a dynamic case's)."""
+    x = torch.randn(shape or case.input_shape, generator=generator(case, salt))
     found = [x]
     if case.weights == "input":
         conv = build_conv(case)
         found += [conv.weight.detach()] + ([conv.bias.detach()] if case.bias else [])
     for i in range(case.residual_count()):
         found.append(torch.randn(case.output_shape(), generator=generator(case, f"{salt}:residual{i}")))
-    return tuple(t.to(torch_dtype(case)) for t in found)
+    found = [t.to(torch_dtype(case)) for t in found]
+    if case.memory_format != "contiguous":  # x and the residuals (the rank's activations)
+        found = [t.to(memory_format=torch_memory_format(case)) if name == "x" or
+                 name.startswith("residual") else t for name, t in zip(input_names(case), found,
+                                                                      strict=True)]
+    return tuple(found)
+
+
+def size_inputs(case: ConvCase, shape: tuple) -> tuple[torch.Tensor, ...]:
+    """A dynamic case's inputs at one of its sizes (its own draw per size, same weights)."""
+    return make_inputs(case, salt="inputs@" + "x".join(map(str, shape)), shape=tuple(shape))
+
+
+def dynamic_shapes(case: ConvCase):
+    """torch.export's ``dynamic_shapes`` for the case's inputs (None for a static case): one
+    ``Dim`` per dynamic dimension of x, bounded by the case's sizes; the other inputs static."""
+    bounds = case.dynamic_bounds()
+    if not bounds:
+        return None
+    spatial = {1: ("length",), 2: ("height", "width"), 3: ("depth", "height", "width")}[case.dim]
+    names = {0: "batch"} | {a + 2: name for a, name in enumerate(spatial)}
+    x = {a: torch.export.Dim(names[a], min=lo, max=hi) for a, (lo, hi) in bounds.items()}
+    return (x,) + (None,) * (len(input_names(case)) - 1)
 
 
 def batchnorm_stats(case: ConvCase, index: int) -> dict[str, torch.Tensor]:

@@ -29,9 +29,10 @@ from dataclasses import dataclass, field, fields
 import torch
 
 from harness.stages import backends
-from harness.stages.build import build_module, make_inputs, upcast_reference
+from harness.stages.build import build_module, dynamic_shapes, make_inputs, upcast_reference
 from harness.stages.lower import Watch, comparable, lower, probe_identity
 from harness.stages.quantize import output_qparams, quantize
+from harness.stages.sizes import sized_references
 from harness.lane import Lane
 from harness.spec import ConvCase
 from harness.status import Status
@@ -45,6 +46,9 @@ class References:
     ref: torch.Tensor
     float_ref: torch.Tensor | None = None
     eager_ref: torch.Tensor | None = None
+    # a dynamic case: the same per size it executes at (stages/sizes.py: dicts of size, inputs,
+    # ref, float_ref, eager_ref), in the case's order; [] for a static case
+    sizes: list = field(default_factory=list)
 
 
 @dataclass
@@ -157,7 +161,9 @@ def _program(case: ConvCase, module, inputs: tuple, float_ref, backend) -> _Prog
             qparams = output_qparams(program_module)
             program.out_scale = qparams[0] if qparams else None
         program.phase = "export"
-        program.exported = torch.export.export(program_module, inputs)
+        refs.sizes = sized_references(case, module, program_module)  # [] unless dynamic
+        program.exported = torch.export.export(program_module, inputs,
+                                               dynamic_shapes=dynamic_shapes(case))
     except Exception as e:  # the stage's own error is the finding, for every lane of it
         program.status, program.message = Status.LOWER_ERROR.value, first_line(e)
         program.traceback = traceback.format_exc(limit=-8)
