@@ -64,6 +64,10 @@ class CellResult:
     # ETDump); XNNPACK, the conv nodes of the delegate payload as "kind:input/filter
     # dtype:activation". Empty when the cell did not execute.
     reached: list = field(default_factory=list)
+    # A dynamic case (stages/sizes.py): every size it executed at, in order, as
+    # {size, status, max_abs, message}; the cell's own status and metrics are its worst size's.
+    # [] for a static case.
+    sizes: list = field(default_factory=list)
     pte_size_kb: float | None = None
     quantize_time_s: float | None = None
     lower_time_s: float | None = None
