@@ -10,7 +10,8 @@ import torch
 
 from harness.stages import compare
 from harness.stages.compare import tolerance_mask
-from harness.stages.fingerprint import ErrorPattern, error_pattern, render
+from harness.results.pictures import render
+from harness.stages.fingerprint import ErrorPattern, error_pattern
 
 
 def _ref(*shape, seed=0):
@@ -265,7 +266,7 @@ def test_evidence_in_a_run_folder_draws_the_picture_after_the_folder_moved(tmp_p
     import shutil
 
     from harness.runfolder import RunFolder
-    from harness.stages.fingerprint import render_evidence
+    from harness.results.pictures import render_evidence
 
     ref = _ref(1, 4, 8, 8)
     verdict = compare.compare(_perturbed(ref, RIGHT3, 2.0), ref)

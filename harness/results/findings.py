@@ -386,7 +386,7 @@ def draw_pictures(run_dir: Path, found: list[Finding]) -> int:
     """pictures/F-....png for every MISMATCH finding whose representative's evidence the run
     folder holds (a folder from before evidence existed has none: no picture, no error);
     sets ``Finding.picture`` (relative to the folder). -> pictures drawn."""
-    from harness.stages.fingerprint import render_evidence
+    from harness.results.pictures import render_evidence
 
     folder, n = RunFolder(run_dir), 0
     for f in found:
