@@ -57,130 +57,18 @@ def add_parsers(sub) -> None:
 
 
 def cmd_run(args) -> int:
-    from harness.generation import generate
-    from harness.run import runner
-    from harness.stages.cache import default_dir
-    from harness.runtimes import RuntimeBuildError
-    from harness.runtimes.load import resolve as resolve_runtime
-    from harness.spec import CaseError, load_cases
-
     # Everything that can be wrong with the input is checked before the run folder is touched.
-    check_known_issues()
-    if args.diagnose_budget is not None and args.diagnose_budget < 0:
-        raise UsageError("run: --diagnose-budget must be >= 0")
-    base = None
-    if args.baseline:
-        from harness.results.baseline import load as load_baseline
-
-        try:
-            base = load_baseline(args.baseline)
-        except ValueError as e:
-            raise UsageError(str(e)) from None
+    base = _checked_options(args)
     if args.resume:
-        out = args.resume
-        try:
-            config, cases = runner.load_run(out)
-        except ValueError as e:  # RunFolderError: which file is missing or unreadable
-            raise UsageError(f"--resume {out}: {e}") from None
-        if args.jobs:
-            config.jobs = args.jobs
-        if config.vulkan_runtime and not Path(config.vulkan_runtime).is_file():
-            raise UsageError(f"--resume {out}: its Vulkan runtime {config.vulkan_runtime} is gone")
-        from harness.run import journal
-
-        read = journal.read(out / "journal.jsonl")
-        for problem in read.problems:
-            print(f"convconf: warning: {problem}", file=sys.stderr)
-        if read.problems:
-            journal.Journal(out / "journal.jsonl").mend(read)
-        from harness.record import CellResult
-
-        done_rows = [CellResult.from_row(r) for r in read.rows]
-        print(f"resuming {out}: {len(done_rows)} cells already done", file=sys.stderr)
+        out, config, cases, done_rows = _resumed(args)
     else:
-        if not args.out:
-            raise UsageError("run: --out DIR is required (or --resume DIR)")
-        out = args.out
-        backends = [b.strip() for b in args.backends.split(",") if b.strip()]
-        if not backends:
-            raise UsageError("run: --backends is empty")
-        try:
-            fixes_each = args.fixes.strip() == "each"
-            fixes = runner.validate_names(backends, "all" if fixes_each else args.fixes)
-        except KeyError as e:
-            raise UsageError(str(e.args[0])) from None
-        if args.fixes.strip() in ("all", "each"):  # the header keeps them too (fixes_unavailable)
-            from harness.stages import fixes as fix_registry
-
-            for name, why in fix_registry.unavailable().items():
-                print(f"run: fix {name} left out: {why}", file=sys.stderr)
-        try:
-            # A case in two files (the corpus' files overlap) is one case: its cells once.
-            listed = list({c.case_id: c for f in args.cases for c in load_cases(f)}.values())
-        except CaseError as e:
-            raise UsageError(str(e)) from None
-        if out.exists() and (out / "journal.jsonl").exists() and not args.overwrite:
-            raise UsageError(f"{out} already holds a run; use --resume {out} to continue it "
-                             f"or --overwrite to replace it")
-        n = args.max_examples if args.max_examples is not None else generate.PROFILES[args.profile]
-        if n < 0:
-            raise UsageError("run: --max-examples must be >= 0")
-        if args.shard:
-            from harness.run.shard import parse as parse_shard
-
-            try:
-                parse_shard(args.shard)
-            except ValueError as e:
-                raise UsageError(str(e)) from None
-        jobs = args.jobs or runner.default_jobs()
-        if jobs < 1:
-            raise UsageError("run: --jobs must be >= 1")
-        cache_dir = None if args.no_cache else str(args.cache_dir or default_dir())
-        try:
-            vulkan_runtime = resolve_runtime(args.vulkan_runtime) if "vulkan" in backends else None
-        except RuntimeBuildError as e:
-            raise UsageError(str(e)) from None
-        config = runner.RunConfig(backends=backends, fixes=fixes, profile=args.profile,
-                                  max_examples=n, seed=args.seed, case_files=list(args.cases),
-                                  timeout=args.timeout, jobs=jobs, cache_dir=cache_dir,
-                                  vulkan_runtime=vulkan_runtime, shard=args.shard,
-                                  fixes_each=fixes_each)
-        known = {c.case_id for c in listed}
-        cases = listed + [c for c in generate.generate(n, args.seed) if c.case_id not in known]
-        if args.steer < 0:
-            raise UsageError("run: --steer must be >= 0")
-        if args.steer:
-            from harness.generation.steering import steer
-
-            cases += steer(cases, args.steer, args.seed)
-        runner.start(out, config, cases)
-        done_rows = []
+        out, config, cases, done_rows = _started(args)
+    from harness.run import runner
 
     df = runner.execute(out, config, cases, progress=not args.no_progress, done_rows=done_rows)
     print_summary(df, out)
-    shrunk = None
-    diagnose = args.diagnose or args.diagnose_budget is not None
-    if args.shrink > 0 or diagnose:
-        from harness.run.diagnose import DEFAULT_BUDGET_S, diagnose_all
-        from harness.run.shrink import Lab, shrink_all
-
-        with Lab(out, config, df) as lab:  # one kept worker per plug-in for both, answers shared
-            if args.shrink > 0:
-                shrunk = shrink_all(out, df, args.shrink, config, lab)
-            if diagnose:
-                budget = DEFAULT_BUDGET_S if args.diagnose_budget is None else args.diagnose_budget
-                diagnose_all(out, df, budget, config, lab)
-            print(lab.summary())
-    verdict = None
-    if base is not None:
-        from harness.results.baseline import classify
-
-        verdict = classify(df, base)
-        new = verdict[verdict.str.startswith(("new", "regressed"))]
-        print(f"against {base.source}: {int(verdict.str.startswith('known').sum())} known "
-              f"failure(s), {len(new)} new or regressed")
-        for line in sorted(set(new)):
-            print(f"  {line}")
+    shrunk = _investigate(args, out, config, df)
+    verdict = _against_baseline(df, base)
     write_report(out, html=not args.no_report, verdict=verdict,
                  first_seen=base.first_seen if base else None)
     if args.save_failures:
@@ -188,6 +76,183 @@ def cmd_run(args) -> int:
 
         added = save_failures(df, cases, args.save_failures, shrunk)
         print(f"{args.save_failures}: {added} new failing case(s) added")
+    return _exit_code(args, df, verdict)
+
+
+def _checked_options(args):
+    """The known-issues file and the options that stand alone; -> the --baseline (or None)."""
+    check_known_issues()
+    if args.diagnose_budget is not None and args.diagnose_budget < 0:
+        raise UsageError("run: --diagnose-budget must be >= 0")
+    if not args.baseline:
+        return None
+    from harness.results.baseline import load as load_baseline
+
+    try:
+        return load_baseline(args.baseline)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
+def _resumed(args) -> tuple:
+    """--resume DIR: the run's configuration and cases, its journal mended -> (out, config,
+    cases, the cells already done)."""
+    from harness.record import CellResult
+    from harness.run import journal, runner
+
+    out = args.resume
+    try:
+        config, cases = runner.load_run(out)
+    except ValueError as e:  # RunFolderError: which file is missing, unreadable or too new
+        raise UsageError(f"--resume {out}: {e}") from None
+    if args.jobs:
+        config.jobs = args.jobs
+    if config.vulkan_runtime and not Path(config.vulkan_runtime).is_file():
+        raise UsageError(f"--resume {out}: its Vulkan runtime {config.vulkan_runtime} is gone")
+    read = journal.read(out / "journal.jsonl")
+    for problem in read.problems:
+        print(f"convconf: warning: {problem}", file=sys.stderr)
+    if read.problems:
+        journal.Journal(out / "journal.jsonl").mend(read)
+    done_rows = [CellResult.from_row(r) for r in read.rows]
+    print(f"resuming {out}: {len(done_rows)} cells already done", file=sys.stderr)
+    return out, config, cases, done_rows
+
+
+def _started(args) -> tuple:
+    """A new run: its configuration and cases checked, the run folder started -> (out, config,
+    cases, no cells done)."""
+    from harness.run import runner
+
+    if not args.out:
+        raise UsageError("run: --out DIR is required (or --resume DIR)")
+    out = args.out
+    backends, fixes, fixes_each = _lanes(args)
+    listed = _listed_cases(args)
+    if out.exists() and (out / "journal.jsonl").exists() and not args.overwrite:
+        raise UsageError(f"{out} already holds a run; use --resume {out} to continue it "
+                         f"or --overwrite to replace it")
+    config = _config(args, backends, fixes, fixes_each)
+    cases = _all_cases(args, listed, config.max_examples)
+    runner.start(out, config, cases)
+    return out, config, cases, []
+
+
+def _lanes(args) -> tuple[list[str], list[str], bool]:
+    """--backends and --fixes -> (backends, fixes, fixes_each); unknown names are usage errors."""
+    from harness.run import runner
+
+    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    if not backends:
+        raise UsageError("run: --backends is empty")
+    try:
+        fixes_each = args.fixes.strip() == "each"
+        fixes = runner.validate_names(backends, "all" if fixes_each else args.fixes)
+    except KeyError as e:
+        raise UsageError(str(e.args[0])) from None
+    if args.fixes.strip() in ("all", "each"):  # the header keeps them too (fixes_unavailable)
+        from harness.stages import fixes as fix_registry
+
+        for name, why in fix_registry.unavailable().items():
+            print(f"run: fix {name} left out: {why}", file=sys.stderr)
+    return backends, fixes, fixes_each
+
+
+def _listed_cases(args) -> list:
+    """The --cases files' cases; a case in two files (the corpus' files overlap) is one case."""
+    from harness.spec import CaseError, load_cases
+
+    try:
+        return list({c.case_id: c for f in args.cases for c in load_cases(f)}.values())
+    except CaseError as e:
+        raise UsageError(str(e)) from None
+
+
+def _config(args, backends: list[str], fixes: list[str], fixes_each: bool):
+    """The run's RunConfig from the options (each checked)."""
+    from harness.generation import generate
+    from harness.run import runner
+    from harness.runtimes import RuntimeBuildError
+    from harness.runtimes.load import resolve as resolve_runtime
+    from harness.stages.cache import default_dir
+
+    n = args.max_examples if args.max_examples is not None else generate.PROFILES[args.profile]
+    if n < 0:
+        raise UsageError("run: --max-examples must be >= 0")
+    if args.shard:
+        from harness.run.shard import parse as parse_shard
+
+        try:
+            parse_shard(args.shard)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+    jobs = args.jobs or runner.default_jobs()
+    if jobs < 1:
+        raise UsageError("run: --jobs must be >= 1")
+    cache_dir = None if args.no_cache else str(args.cache_dir or default_dir())
+    try:
+        vulkan_runtime = resolve_runtime(args.vulkan_runtime) if "vulkan" in backends else None
+    except RuntimeBuildError as e:
+        raise UsageError(str(e)) from None
+    if args.steer < 0:
+        raise UsageError("run: --steer must be >= 0")
+    return runner.RunConfig(backends=backends, fixes=fixes, profile=args.profile,
+                            max_examples=n, seed=args.seed, case_files=list(args.cases),
+                            timeout=args.timeout, jobs=jobs, cache_dir=cache_dir,
+                            vulkan_runtime=vulkan_runtime, shard=args.shard,
+                            fixes_each=fixes_each)
+
+
+def _all_cases(args, listed: list, n: int) -> list:
+    """The listed cases, then ``n`` generated ones (not already listed), then --steer's."""
+    from harness.generation import generate
+
+    known = {c.case_id for c in listed}
+    cases = listed + [c for c in generate.generate(n, args.seed) if c.case_id not in known]
+    if args.steer:
+        from harness.generation.steering import steer
+
+        cases += steer(cases, args.steer, args.seed)
+    return cases
+
+
+def _investigate(args, out: Path, config, df):
+    """--shrink and --diagnose, after the run, in one lab; -> what shrinking found (or None)."""
+    diagnose = args.diagnose or args.diagnose_budget is not None
+    if args.shrink <= 0 and not diagnose:
+        return None
+    from harness.run.diagnose import DEFAULT_BUDGET_S, diagnose_all
+    from harness.run.shrink import Lab, shrink_all
+
+    shrunk = None
+    with Lab(out, config, df) as lab:  # one kept worker per plug-in for both, answers shared
+        if args.shrink > 0:
+            shrunk = shrink_all(out, df, args.shrink, config, lab)
+        if diagnose:
+            budget = DEFAULT_BUDGET_S if args.diagnose_budget is None else args.diagnose_budget
+            diagnose_all(out, df, budget, config, lab)
+        print(lab.summary())
+    return shrunk
+
+
+def _against_baseline(df, base):
+    """Each cell against --baseline ("known: ...", "new: ...", "regressed: ...") or None."""
+    if base is None:
+        return None
+    from harness.results.baseline import classify
+
+    verdict = classify(df, base)
+    new = verdict[verdict.str.startswith(("new", "regressed"))]
+    print(f"against {base.source}: {int(verdict.str.startswith('known').sum())} known "
+          f"failure(s), {len(new)} new or regressed")
+    for line in sorted(set(new)):
+        print(f"  {line}")
+    return verdict
+
+
+def _exit_code(args, df, verdict) -> int:
+    """EXIT_FINDINGS for new/regressed cells against a baseline, or (--fail-on-mismatch) for any
+    finding; else EXIT_OK."""
     if verdict is not None:
         return EXIT_FINDINGS if verdict.str.startswith(("new", "regressed")).any() else EXIT_OK
     if args.fail_on_mismatch:

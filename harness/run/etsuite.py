@@ -339,7 +339,15 @@ def _case_ids(entries: list[dict]) -> list[str]:
     return [ConvCase.from_dict(e["case"]).case_id for e in entries]
 
 
-def main(argv=None) -> int:
+class _Stop(Exception):
+    """End main with one ``convconf: error:`` line and ``code`` (2: bad input, 1: a run failed)."""
+
+    def __init__(self, message: str, code: int = 2):
+        super().__init__(message)
+        self.code = code
+
+
+def _parser():
     import argparse
 
     parser = argparse.ArgumentParser(prog="python -m harness.run.etsuite")
@@ -361,129 +369,146 @@ def main(argv=None) -> int:
                         help="continue a run of OUT that was killed (same files and flows)")
     parser.add_argument("--table-only", action="store_true",
                         help="only the side-by-side again, from a finished OUT")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def _check_arguments(args, out: Path) -> None:
+    """Everything wrong with the request, before anything is written (_Stop)."""
     unknown = sorted(set(args.flows) - set(FLOWS)) + sorted(set(args.files) - set(SUITE_FILES))
     if unknown:
-        print(f"convconf: error: unknown flow or file: {', '.join(unknown)} (flows: "
-              f"{', '.join(FLOWS)}; files: {', '.join(SUITE_FILES)})", file=sys.stderr)
-        return 2
-    out = Path(args.out)
+        raise _Stop(f"unknown flow or file: {', '.join(unknown)} (flows: {', '.join(FLOWS)}; "
+                    f"files: {', '.join(SUITE_FILES)})")
     if args.table_only and not (out / "suite.json").is_file() and \
             not list((out / "suite").glob("*.jsonl")):
-        print(f"convconf: error: {out}: no suite.json and no suite journals (not an etsuite "
-              f"folder)", file=sys.stderr)
-        return 2
+        raise _Stop(f"{out}: no suite.json and no suite journals (not an etsuite folder)")
     if not args.table_only and not args.resume and out.exists() and any(out.iterdir()):
-        print(f"convconf: error: {out} exists and is not empty (--resume to continue it, "
-              f"--table-only to redo the table)", file=sys.stderr)
-        return 2
+        raise _Stop(f"{out} exists and is not empty (--resume to continue it, --table-only to "
+                    f"redo the table)")
     if args.resume and not (out / "cases.json").is_file():
-        print(f"convconf: error: {out}: nothing to resume (no cases.json)", file=sys.stderr)
-        return 2
-    library = None
-    if args.vulkan_runtime != "none":
-        from harness.runtimes import RuntimeBuildError, load
+        raise _Stop(f"{out}: nothing to resume (no cases.json)")
 
-        try:
-            library = load.resolve(args.vulkan_runtime)
-        except RuntimeBuildError as e:
-            print(f"convconf: error: {e}", file=sys.stderr)
-            return 2
+
+def _vulkan_library(choice: str) -> str | None:
+    if choice == "none":
+        return None
+    from harness.runtimes import RuntimeBuildError, load
+
+    try:
+        return load.resolve(choice)
+    except RuntimeBuildError as e:
+        raise _Stop(str(e)) from None
+
+
+def _configurations(args) -> list[SuiteConfig]:
     configs = configurations(args.files, args.tests)
     if args.tests and not configs:
-        print(f"convconf: error: no test function {', '.join(args.tests)} in "
-              f"{', '.join(args.files)}", file=sys.stderr)
-        return 2
-    out.mkdir(parents=True, exist_ok=True)
-    t0 = time.perf_counter()
-    entries = corpus_entries(configs, args.flows)
-    cases_path = out / "cases.json"
-    ours_dir = out / "ours"
-    partial = ""
-    if args.table_only:
-        timing = json.loads((out / "etsuite.json").read_text()).get("timing", {}) \
-            if (out / "etsuite.json").is_file() else {}
-        if (out / "suite.json").is_file():
-            verdicts = [SuiteVerdict.from_dict(v)
-                        for v in json.loads((out / "suite.json").read_text())]
-        else:  # a run still going (or killed): the subtests its journals finished so far
-            verdicts = [v for j in sorted((out / "suite").glob("*.jsonl"))
-                        for v in read_journal(j)[0]]
-            for marker in (out / "suite").glob("*.complete"):  # files and flows that finished
-                file, flow = marker.name.split(".")[:2]
-                verdicts = fill_not_run(verdicts, [c for c in configs if c.file == file], [flow])
-            partial = (f"PARTIAL (the run has not finished): {len(verdicts)} of "
-                       f"{len(configs) * len(args.flows)} suite subtests so far")
-    else:
-        if args.resume and _case_ids(json.loads(cases_path.read_text())) != _case_ids(entries):
-            print(f"convconf: error: {out} was run with other files, flows or tests",
-                  file=sys.stderr)
-            return 2
-        if not args.resume:
-            cases_path.write_text(json.dumps(entries, indent=1))
-        print(f"etsuite: {len(configs)} configurations in {', '.join(args.files)}; "
-              f"{len(entries)} distinct cases under {', '.join(args.flows)}; vulkan runtime: "
-              f"{library or 'none'}", flush=True)
-        # ours: the harness on the same configurations, both lanes of each flow's backend, in a
-        # process of its own beside the suite's
-        backends = sorted({FLOWS[f][0] for f in args.flows})
-        cmd = [sys.executable, "-m", "harness", "run", "--out", str(ours_dir), "--cases",
-               str(cases_path), "--max-examples", "0", "--backends", ",".join(backends),
-               "--fixes", "all", "--overwrite", "--no-progress", "--no-report",
-               "--vulkan-runtime", library or "none"]
-        if args.jobs:
-            cmd += ["-j", str(args.jobs)]
-        if args.resume and (ours_dir / "matrix.json").is_file():
-            cmd = [sys.executable, "-c", "pass"]  # ours had finished
-        elif args.resume and (ours_dir / "journal.jsonl").is_file():
-            cmd = [sys.executable, "-m", "harness", "run", "--resume", str(ours_dir),
-                   "--no-progress", "--no-report"]
-        t_ours = time.perf_counter()
-        with open(out / "ours.log", "a" if args.resume else "w") as ours_log:
-            ours = subprocess.Popen(cmd, stdout=ours_log, stderr=subprocess.STDOUT)
-            # the suite's, per file and flow
-            t_suite = time.perf_counter()
-            suite_out = out / "suite"
-            suite_out.mkdir(exist_ok=True)
-            # 3D last: the suite skips every 3D conv after lowering it
-            jobs = sorted(((file, flow) for file in args.files for flow in args.flows),
-                          key=lambda j: j[0].endswith("3d"))
+        raise _Stop(f"no test function {', '.join(args.tests)} in {', '.join(args.files)}")
+    return configs
 
-            def one(job):
-                return run_suite_file(*job, suite_out, vulkan_library=library,
-                                      timeout_s=args.timeout,
-                                      subtest_timeout_s=args.subtest_timeout,
-                                      tests=args.tests, resume=args.resume,
-                                      log=lambda line: print(line, flush=True))
 
-            from concurrent.futures import ThreadPoolExecutor
+def _read_back(out: Path, configs: list[SuiteConfig], flows) -> tuple[list, dict, str]:
+    """--table-only: the suite's verdicts and the timing a run left in OUT -> (verdicts, timing,
+    a PARTIAL note when the run has not finished, else "")."""
+    timing = json.loads((out / "etsuite.json").read_text()).get("timing", {}) \
+        if (out / "etsuite.json").is_file() else {}
+    if (out / "suite.json").is_file():
+        return [SuiteVerdict.from_dict(v) for v in json.loads((out / "suite.json").read_text())], \
+            timing, ""
+    # a run still going (or killed): the subtests its journals finished so far
+    verdicts = [v for j in sorted((out / "suite").glob("*.jsonl")) for v in read_journal(j)[0]]
+    for marker in (out / "suite").glob("*.complete"):  # files and flows that finished
+        file, flow = marker.name.split(".")[:2]
+        verdicts = fill_not_run(verdicts, [c for c in configs if c.file == file], [flow])
+    return verdicts, timing, (f"PARTIAL (the run has not finished): {len(verdicts)} of "
+                              f"{len(configs) * len(flows)} suite subtests so far")
 
-            with ThreadPoolExecutor(max(1, args.suite_jobs)) as pool:
-                verdicts = [v for found in pool.map(one, jobs) for v in found]
-            suite_s = time.perf_counter() - t_suite
-            verdicts = fill_not_run(verdicts, configs, args.flows)
-            (out / "suite.json").write_text(json.dumps([v.to_dict() for v in verdicts],
-                                                       indent=1))
-            rc = ours.wait()
-            ours_s = time.perf_counter() - t_ours
-        if rc != 0:
-            print(f"convconf: error: our run ended {rc}: see {out / 'ours.log'}", file=sys.stderr)
-            return 1
-        timing = {"total_s": round(time.perf_counter() - t0, 1), "suite_s": round(suite_s, 1),
-                  "ours_s": round(ours_s, 1)}
 
-    from harness.results import etsuite as table
+def _ours_command(args, ours_dir: Path, cases_path: Path, library: str | None) -> list[str]:
+    """The harness on the same configurations, both lanes of each flow's backend (or the rest of
+    a killed run of it, or nothing when it had finished)."""
+    if args.resume and (ours_dir / "matrix.json").is_file():
+        return [sys.executable, "-c", "pass"]  # ours had finished
+    if args.resume and (ours_dir / "journal.jsonl").is_file():
+        return [sys.executable, "-m", "harness", "run", "--resume", str(ours_dir),
+                "--no-progress", "--no-report"]
+    backends = sorted({FLOWS[f][0] for f in args.flows})
+    cmd = [sys.executable, "-m", "harness", "run", "--out", str(ours_dir), "--cases",
+           str(cases_path), "--max-examples", "0", "--backends", ",".join(backends),
+           "--fixes", "all", "--overwrite", "--no-progress", "--no-report",
+           "--vulkan-runtime", library or "none"]
+    return cmd + (["-j", str(args.jobs)] if args.jobs else [])
+
+
+def _run_suite(args, out: Path, configs: list[SuiteConfig], library: str | None) -> list:
+    """The suite's verdicts, per file and flow (``--suite-jobs`` at once), every configuration
+    with a row; written to OUT/suite.json."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    suite_out = out / "suite"
+    suite_out.mkdir(exist_ok=True)
+    # 3D last: the suite skips every 3D conv after lowering it
+    jobs = sorted(((file, flow) for file in args.files for flow in args.flows),
+                  key=lambda j: j[0].endswith("3d"))
+
+    def one(job):
+        return run_suite_file(*job, suite_out, vulkan_library=library, timeout_s=args.timeout,
+                              subtest_timeout_s=args.subtest_timeout, tests=args.tests,
+                              resume=args.resume, log=lambda line: print(line, flush=True))
+
+    with ThreadPoolExecutor(max(1, args.suite_jobs)) as pool:
+        verdicts = [v for found in pool.map(one, jobs) for v in found]
+    verdicts = fill_not_run(verdicts, configs, args.flows)
+    (out / "suite.json").write_text(json.dumps([v.to_dict() for v in verdicts], indent=1))
+    return verdicts
+
+
+def _run_both(args, out: Path, configs: list[SuiteConfig], entries: list[dict],
+              library: str | None, t0: float) -> tuple[list, dict]:
+    """The suite and ours side by side (ours in a process of its own) -> (the suite's verdicts,
+    timing since ``t0``); _Stop when ours fails."""
+    cases_path, ours_dir = out / "cases.json", out / "ours"
+    if args.resume and _case_ids(json.loads(cases_path.read_text())) != _case_ids(entries):
+        raise _Stop(f"{out} was run with other files, flows or tests")
+    if not args.resume:
+        cases_path.write_text(json.dumps(entries, indent=1))
+    print(f"etsuite: {len(configs)} configurations in {', '.join(args.files)}; "
+          f"{len(entries)} distinct cases under {', '.join(args.flows)}; vulkan runtime: "
+          f"{library or 'none'}", flush=True)
+    t_ours = time.perf_counter()
+    with open(out / "ours.log", "a" if args.resume else "w") as ours_log:
+        ours = subprocess.Popen(_ours_command(args, ours_dir, cases_path, library),
+                                stdout=ours_log, stderr=subprocess.STDOUT)
+        t_suite = time.perf_counter()
+        verdicts = _run_suite(args, out, configs, library)
+        suite_s = time.perf_counter() - t_suite
+        rc = ours.wait()
+        ours_s = time.perf_counter() - t_ours
+    if rc != 0:
+        raise _Stop(f"our run ended {rc}: see {out / 'ours.log'}", code=1)
+    return verdicts, {"total_s": round(time.perf_counter() - t0, 1), "suite_s": round(suite_s, 1),
+                      "ours_s": round(ours_s, 1)}
+
+
+def _our_cells(ours_dir: Path) -> tuple[list, str]:
+    """Our run's cells -> (cells, "" or a note that it has not finished: its journal so far)."""
     from harness.runfolder import RunFolder
 
     if (ours_dir / "matrix.json").is_file():
-        cells = RunFolder(ours_dir).cells()
-    else:  # our run has not finished: the cells its journal holds so far
-        from harness.record import CellResult
-        from harness.run import journal
+        return RunFolder(ours_dir).cells(), ""
+    from harness.record import CellResult
+    from harness.run import journal
 
-        cells = [CellResult.from_row(r) for r in journal.read(ours_dir / "journal.jsonl").rows]
-        partial = partial or "PARTIAL (the run has not finished)"
-        partial += f"; ours: {len(cells)} cells so far"
+    cells = [CellResult.from_row(r) for r in journal.read(ours_dir / "journal.jsonl").rows]
+    return cells, f"ours: {len(cells)} cells so far"
+
+
+def _write_table(args, out: Path, configs, entries, verdicts, timing: dict, partial: str) -> None:
+    """The side-by-side (OUT/etsuite.*), its summary, and --cases-out."""
+    from harness.results import etsuite as table
+
+    cells, ours_partial = _our_cells(out / "ours")
+    if ours_partial:
+        partial = f"{partial or 'PARTIAL (the run has not finished)'}; {ours_partial}"
     rows = table.side_by_side(configs, verdicts, cells, {f: FLOWS[f] for f in args.flows})
     if partial:  # only the configurations both sides have finished
         rows = [r for r in rows if r.ours_stock]
@@ -493,6 +518,26 @@ def main(argv=None) -> int:
     if args.cases_out:
         corpus = table.corpus_with_expectations(entries, cells, rows)
         Path(args.cases_out).write_text(json.dumps(corpus, indent=1) + "\n")
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(argv)
+    out = Path(args.out)
+    try:
+        _check_arguments(args, out)
+        library = _vulkan_library(args.vulkan_runtime)
+        configs = _configurations(args)
+        out.mkdir(parents=True, exist_ok=True)
+        t0 = time.perf_counter()
+        entries = corpus_entries(configs, args.flows)
+        if args.table_only:
+            verdicts, timing, partial = _read_back(out, configs, args.flows)
+        else:
+            (verdicts, timing), partial = _run_both(args, out, configs, entries, library, t0), ""
+        _write_table(args, out, configs, entries, verdicts, timing, partial)
+    except _Stop as e:
+        print(f"convconf: error: {e}", file=sys.stderr)
+        return e.code
     return 0
 
 
