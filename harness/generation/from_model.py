@@ -22,6 +22,7 @@ remainder, so the last window still falls where it did); the entry's ``source`` 
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import math
 import os
@@ -179,7 +180,8 @@ def record(model, args: tuple, kwargs: dict, max_spatial: int | None = None,
                 result.unmatched.append(path)  # recorded alone: said, not hidden
             try:
                 case, rest = case_in_context(
-                    case_of(module, tuple(x.shape), DTYPE_NAMES.get(str(x.dtype), str(x.dtype))),
+                    with_layout(case_of(module, tuple(x.shape),
+                                        DTYPE_NAMES.get(str(x.dtype), str(x.dtype))), module, x),
                     here)
                 original = case.input_shape
                 if max_spatial is not None:
@@ -238,6 +240,29 @@ def case_in_context(case: ConvCase, context: ConvContext | None) -> tuple[ConvCa
         except CaseError as e:
             notes.insert(0, f"after pad {list(pads)} value {value:g} ({e})")
     return case_with, "; ".join(notes)
+
+
+def with_layout(case: ConvCase, module, x) -> ConvCase:
+    """The memory format the model really ran the conv with (issue 39): ``channels_last`` when
+    the conv's input is channels-last and not contiguous (a model fed or converted so), and
+    ``module_channels_last`` when the conv's weight is; a tensor that is both (C = 1, 1x1
+    spatial) reads as contiguous. The rest stays as case_of made it."""
+    import torch
+
+    fmt = {4: torch.channels_last, 5: torch.channels_last_3d}.get(x.dim())
+    if fmt is None:
+        return case
+
+    def channels_last(t) -> bool:
+        return t is not None and t.dim() == x.dim() and not t.is_contiguous() \
+            and t.is_contiguous(memory_format=fmt)
+
+    changes = {}
+    if channels_last(x):
+        changes["memory_format"] = "channels_last_3d" if x.dim() == 5 else "channels_last"
+    if channels_last(getattr(module, "weight", None)):
+        changes["module_channels_last"] = True
+    return dataclasses.replace(case, **changes) if changes else case
 
 
 def case_of(module, input_shape: tuple, dtype: str) -> ConvCase:

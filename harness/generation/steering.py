@@ -213,6 +213,7 @@ def steer(cases: list[ConvCase], extra: int, seed: int, strategy=None,
     covered = set().union(*(buckets(c) for c in cases)) if cases else set()
     seen = {c.case_id for c in cases}
     picked = aim(covered, seen, extra, seed)
+    picked += layout_cases([*cases, *picked], seen, extra - len(picked), seed)
     if len(picked) >= extra:
         return picked
     if strategy is None:
@@ -232,4 +233,46 @@ def steer(cases: list[ConvCase], extra: int, seed: int, strategy=None,
                    suppress_health_check=list(HealthCheck))(
         given(st.lists(strategy, min_size=CHUNK, max_size=CHUNK))(consider))
     hyp_seed(f"{seed}:steer")(run)()
+    return picked
+
+
+# Issue 39's axes: every value a run should reach at least once. They open no code path of
+# their own in the routing models (the same shaders and XNNPACK nodes; what they change is
+# whether the lowering or the runtime takes the case: vulkan_routing's F1 for a dynamic batch,
+# xnnpack_paths' module_channels_last), so they are steered as values, after the paths.
+LAYOUT_TARGETS = (("memory_format", "channels_last"), ("memory_format", "channels_last_3d"),
+                  ("module_channels_last", True), ("dynamic", "batch"),
+                  ("dynamic", "spatial"), ("dynamic", "both"))
+
+
+def layout_targets(cases: list[ConvCase]) -> list[tuple]:
+    """The LAYOUT_TARGETS no case of ``cases`` has."""
+    return [(f, v) for f, v in LAYOUT_TARGETS if not any(getattr(c, f) == v for c in cases)]
+
+
+def layout_cases(cases: list[ConvCase], seen: set, extra: int, seed: int) -> list[ConvCase]:
+    """Up to ``extra`` cases, one per layout target ``cases`` lacks (drawn by Hypothesis from
+    the run's strategy narrowed to that value; reproducible by ``seed``)."""
+    from hypothesis import find
+
+    from harness.generation.strategies import conv_cases
+
+    picked = []
+    for field, value in layout_targets(cases)[:max(extra, 0)]:
+        dims = (3,) if value == "channels_last_3d" else (2,)
+        fmt = {"memory_format": "input", "module_channels_last": "module"}.get(field, "contiguous")
+        dyn = value if field == "dynamic" else "none"
+        strategy = conv_cases(dims=dims, quant=st.just(None), memory_formats=st.just(fmt),
+                              dynamics=st.just(dyn), context=False)
+        try:
+            case = find(strategy, lambda c, f=field, v=value: getattr(c, f) == v
+                        and c.case_id not in seen,
+                        settings=settings(database=None, max_examples=200,
+                                          phases=[Phase.generate],
+                                          suppress_health_check=list(HealthCheck)),
+                        random=__import__("random").Random(f"{seed}:layout:{field}:{value}"))
+        except Exception:  # noqa: BLE001 - no such case drawn: that target stays unreached
+            continue
+        picked.append(case)
+        seen.add(case.case_id)
     return picked

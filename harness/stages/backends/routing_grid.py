@@ -69,6 +69,10 @@ FIELD_AXES: dict[str, tuple] = {
     "dilation": ("stride_dilation",), "padding": ("padding",), "bias": ("bias",),
     "epilogue": ("epilogue",), "weights": ("weights",), "prologue": (),
     "padding_mode": (), "output_padding": (),
+    # Issue 39's axes: a realized grid case is contiguous and static. They open no path of
+    # their own (the same shaders, the same XNNPACK nodes); the models read them only to refuse
+    # (vulkan_routing: a dynamic batch is F1; xnnpack_paths: a converted module fails lowering).
+    "memory_format": (), "module_channels_last": (), "dynamic": (), "dynamic_sizes": (),
     # input_shape is read by index (_Shape): N, C, the spatial sizes
     "input_shape[0]": ("batch",), "input_shape[1]": ("structure", "in_per_group"),
     "input_shape[2:]": _SIZE,

@@ -111,9 +111,14 @@ def predict(case) -> str | None:
     depthwise: one input channel per group, output channels a multiple of it; transposed
     first), datatypes (quantizer scheme; fp16 keeps an fp32 filter) and the activation
     fuse_activation_pass.py:34 fuses (relu; hardtanh, which relu6 becomes) after batch-norm
-    folding, for int8 relu only (``never_fused``). None: 3D, bf16 or weights as a runtime input
-    (no XNNPACK conv expected)."""
+    folding, for int8 relu only (``never_fused``). None: 3D, bf16, weights as a runtime input
+    or a channels-last module (no XNNPACK conv expected)."""
     if case.dim == 3 or case.dtype == "bfloat16" or getattr(case, "weights", "") == "input":
+        return None
+    if getattr(case, "module_channels_last", False):
+        # Measured (1.5.1, issue 39): a channels-last weight fails lowering in
+        # ChannelsLastTaggedReshapePass ("Expected p_weight to be NCHW"): no payload, no path.
+        # A channels-last input or a dynamic size reaches the static case's node.
         return None
     if case.transposed:
         kind = "XNNConvTranspose2d"
