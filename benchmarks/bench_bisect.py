@@ -1,0 +1,155 @@
+"""``harness bisect`` against its speed targets (issue 38):
+
+  steps    evaluated steps <= ceil(log2 N) + 2 for N commits: bisects of synthetic repositories
+           (N commits, the flip at a random commit, a few commits that do not import), git's
+           own bisection through the real step command (--probe)
+  python   a Python-only step (the commit's exir/ + backends/ overlaid on the wheel, the cell
+           lowered) <= 60 s warm: the same bisect-step run twice at one commit (needs --source)
+  plugin   an incremental Vulkan plug-in rebuild <= 5 min on 2 cores: build_vulkan at --from,
+           then at --to (the one bisect build tree; needs --source)
+  folder   read a finished bisect folder (--folder DIR): steps vs budget, seconds per step
+
+Usage:
+  python benchmarks/bench_bisect.py steps [--sizes 16 100 758]
+  python benchmarks/bench_bisect.py python --source ET_GIT [--commit SHA]
+  python benchmarks/bench_bisect.py plugin --source ET_GIT --from A --to B
+  python benchmarks/bench_bisect.py folder --folder runs/bisect-seed
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PROBE = 'python -c "import pkg.calc as c; print(c.conv())"'
+SEED = ["--cases", str(ROOT / "cases" / "xnnpack_conv1d_same_even.json"), "--case",
+        "conv1d_i4o4_k4_s1_psame_d1_g1_b1_x1x4x16_q8t-aa19df26", "--backend", "xnnpack"]
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def synthetic(where: Path, n: int, flip: int, broken: set[int]) -> Path:
+    repo = where / f"repo{n}"
+    repo.mkdir(parents=True)
+    _git(repo, "init", "-q")
+    _git(repo, "config", "user.email", "b@example.com")
+    _git(repo, "config", "user.name", "b")
+    (repo / "pkg").mkdir()
+    (repo / "pkg" / "__init__.py").write_text("")
+    for i in range(n + 1):
+        (repo / "pkg" / "calc.py").write_text(
+            "def conv(:\n" if i in broken else f"def conv():\n    return {'PASS' if i < flip else 'MISMATCH'!r}\n")
+        (repo / "n.txt").write_text(f"{i}\n")
+        _git(repo, "add", "-A")
+        _git(repo, "commit", "-q", "-m", f"commit {i} (#{i})")
+        if i == 0:
+            _git(repo, "tag", "good")
+    _git(repo, "tag", "bad")
+    return repo
+
+
+def bench_steps(sizes: list[int], seed: int = 0) -> list[dict]:
+    rng = random.Random(seed)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in sizes:
+            flip = rng.randrange(1, n + 1)
+            broken = {rng.randrange(1, n) for _ in range(max(1, n // 50))} - {flip}
+            repo = synthetic(Path(tmp), n, flip, broken)
+            out = Path(tmp) / f"out{n}"
+            t = time.perf_counter()
+            done = subprocess.run([sys.executable, "-m", "harness", "bisect", "--probe", PROBE,
+                                   "--source", str(repo), "--good", "good", "--bad", "bad",
+                                   "--out", str(out)], capture_output=True, text=True)
+            r = json.loads((out / "bisect.json").read_text()) if done.returncode == 0 else {}
+            want = _git(repo, "rev-parse", f"HEAD~{n - flip}")
+            found = (r.get("first_commit") or {}).get("commit")
+            rows.append({"commits": n, "flip": flip, "broken": len(broken),
+                         "evaluated": r.get("evaluated_steps"), "skipped": r.get("skipped_steps"),
+                         "budget": math.ceil(math.log2(n)) + 2,
+                         "right": found == want or want in {c["commit"] for c in r.get("range", [])},
+                         "seconds": round(time.perf_counter() - t, 1)})
+            print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+def bench_python(source: str, commit: str) -> list[float]:
+    times = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for _ in range(2):  # the first is cold (page cache, pyc), the second warm
+            t = time.perf_counter()
+            done = subprocess.run([sys.executable, "-m", "harness", "bisect-step", *SEED,
+                                   "--source", source, "--commit", commit, "--stage", "lowering",
+                                   "--work", tmp], capture_output=True, text=True)
+            times.append(round(time.perf_counter() - t, 1))
+            print(f"bisect-step {commit[:12]}: exit {done.returncode}, {times[-1]} s: "
+                  f"{done.stderr.strip().splitlines()[-1] if done.stderr.strip() else ''}",
+                  flush=True)
+    return times
+
+
+def bench_plugin(source: str, a: str, b: str) -> list[dict]:
+    from harness.runtimes import git_source
+
+    repo = git_source.Repo(source)
+    rows = []
+    for commit in (repo.rev(a), repo.rev(b)):
+        built = git_source.build_vulkan(repo, commit, log=lambda s: print(s, flush=True))
+        rows.append({"commit": commit[:12], "seconds": built.seconds,
+                     "files_changed": built.files_changed, "phases": built.phases})
+        print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+def bench_folder(folder: Path) -> dict:
+    r = json.loads((folder / "bisect.json").read_text())
+    secs = [s["seconds"] for s in r["steps"] if s["outcome"] is not None]
+    row = {"commits": r["commits"], "evaluated": r["evaluated_steps"],
+           "skipped": r["skipped_steps"], "budget": r["step_budget"],
+           "step_s_max": max(secs, default=None),
+           "step_s_median": sorted(secs)[len(secs) // 2] if secs else None,
+           "end_s": [r["good"]["step"]["seconds"], r["bad"]["step"]["seconds"]],
+           "total_s": r["seconds"]}
+    print(json.dumps(row))
+    return row
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("what", choices=["steps", "python", "plugin", "folder"])
+    p.add_argument("--sizes", type=int, nargs="+", default=[16, 100, 758])
+    p.add_argument("--source", default=os.environ.get("CONVCONF_ET_GIT"))
+    p.add_argument("--commit", default="10d3009521b0610ba9ce1bdb55ea662146129a97")
+    p.add_argument("--from", dest="a")
+    p.add_argument("--to", dest="b")
+    p.add_argument("--folder", type=Path)
+    a = p.parse_args()
+    print(f"# bench_bisect {a.what} on {os.cpu_count()} cores "
+          f"(affinity {len(os.sched_getaffinity(0))}), load {os.getloadavg()[0]:.1f}")
+    if a.what == "steps":
+        rows = bench_steps(a.sizes)
+        return 0 if all(r["right"] and r["evaluated"] <= r["budget"] for r in rows) else 1
+    if a.what == "folder":
+        bench_folder(a.folder)
+        return 0
+    if not a.source:
+        p.error("--source (or $CONVCONF_ET_GIT): an ExecuTorch git repository")
+    if a.what == "python":
+        return 0 if bench_python(a.source, a.commit)[-1] <= 60 else 1
+    return 0 if bench_plugin(a.source, a.a, a.b)[-1]["seconds"] <= 300 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
