@@ -179,10 +179,11 @@ def _route(case: ConvCase, mali: bool, int8_dot: bool) -> Route | None:
     dim = case.dim
     if getattr(case, "weights", "constant") == "input" or (case.quant and dim != 2):
         return None
-    if getattr(case, "dynamic", "none") in ("batch", "both"):
-        # Measured (1.5.1, issue 39): the partitioner leaves a conv whose input batch is a
-        # torch.export.Dim outside the delegate (NOT_DELEGATED); a dynamic spatial size is
-        # delegated and dispatches the static case's shaders.
+    if dim == 2 and getattr(case, "dynamic", "none") in ("batch", "both"):
+        # Measured (1.5.1, issue 39): the partitioner leaves a conv2d whose input batch is a
+        # torch.export.Dim outside the delegate (NOT_DELEGATED; its batch-1 rule, F1 below, read
+        # at the upper bound); a conv1d with a dynamic batch is delegated (conv1d_float), and a
+        # dynamic spatial size dispatches the static case's shaders.
         return Route((), "F1 not delegated as a conv (dynamic batch)")
     if (case.dtype not in _DTYPE or dim not in (1, 2) or (dim == 1 and case.transposed)
             or (dim == 2 and case.input_shape[0] != 1 and not case.quant)):
