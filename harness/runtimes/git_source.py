@@ -28,7 +28,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import tarfile
 import time
 from dataclasses import dataclass, field
@@ -297,28 +296,13 @@ def build_vulkan(repo: Repo, commit: str, cache: str | None = None, jobs: int | 
         t = time.perf_counter()
         _, changed = vulkan_tree(repo, commit, root / "src" / "executorch")
         phases["source"] = round(time.perf_counter() - t, 1)
-        toolchain.ensure_packages(toolchain.BUILD_PACKAGES, log)
+        vulkan.require_tools(cache)
         tc = toolchain.ensure_next_release_tools(cache_root(cache), log)
         jobs = jobs or len(os.sched_getaffinity(0))
         build_dir = root / "cmake"
-        recipe = vulkan._stage_recipe(root / "native", build_dir)
-        configure = ["cmake", "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release", str(recipe),
-                     f"-DET_SRC_PARENT={root / 'src'}", f"-DET_WHEEL_DIR={wheel.root}",
-                     f"-DET_RUNTIME_LIB={wheel.runtime_lib}",
-                     f"-DET_EXTRA_LIBS={';'.join(map(str, wheel.extra_libs))}",
-                     f"-DET_KERNEL_LIBS={';'.join(map(str, wheel.kernel_libs))}",
-                     f"-DVK_THIRD_PARTY={tc.third_party}", f"-DGLSLC={tc.glslc}",
-                     f"-DFLATC={shutil.which('flatc', path='/usr/bin') or 'flatc'}",
-                     f"-DPYTHON_EXECUTABLE={sys.executable}", f"-DSHADER_NTHREADS={jobs}"]
-        if shutil.which("ccache"):
-            configure.append("-DCMAKE_CXX_COMPILER_LAUNCHER=ccache")
-        for phase, cmd in (("configure", configure),
-                           ("shaders", ["ninja", f"-j{jobs}", "vulkan_shaders"]),
-                           ("compile", ["ninja", f"-j{jobs}", vulkan.LIBRARY])):
-            t = time.perf_counter()
-            log(f"plug-in {commit[:12]}: {phase} ...")
-            vulkan._run(cmd, build_dir, build_dir / f"{phase}.log")
-            phases[phase] = round(time.perf_counter() - t, 1)
+        phases.update(vulkan.compile_plugin(
+            root, wheel, tc, jobs, lambda line: log(f"plug-in {commit[:12]}: {line}"),
+            target=vulkan.LIBRARY))
         done.parent.mkdir(parents=True, exist_ok=True)
         tmp = done.with_suffix(".tmp")
         shutil.copy2(build_dir / vulkan.LIBRARY, tmp)

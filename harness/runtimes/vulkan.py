@@ -289,13 +289,11 @@ def _build_locked(wheel, src, root: Path, jobs, cache, log, chosen=(), install=T
         installed = toolchain.ensure_packages(toolchain.BUILD_PACKAGES, log)
     else:  # inside a run: the build tools are `harness runtime build`'s to install
         installed = []
-        missing = toolchain.missing_packages(toolchain.BUILD_PACKAGES)
-        if missing or not toolchain.next_release_tools_ready(cache_root(cache)):
+        try:
+            require_tools(cache)
+        except RuntimeBuildError:
             shutil.rmtree(staged_src, ignore_errors=True)
-            what = ", ".join(missing) or "glslc and the Vulkan headers"
-            raise RuntimeBuildError(
-                f"build tools missing ({what}); a run installs nothing: run `python -m harness "
-                f"runtime build vulkan` first")
+            raise
     phases["apt"] = round(time.perf_counter() - t, 1)
     t = time.perf_counter()
     tc = toolchain.ensure_next_release_tools(cache_root(cache), log)
@@ -309,23 +307,7 @@ def _build_locked(wheel, src, root: Path, jobs, cache, log, chosen=(), install=T
     shutil.rmtree(work / "src", ignore_errors=True)
     os.rename(staged_src, work / "src")
     build_dir = work / "cmake"
-    recipe = _stage_recipe(work / "native", build_dir)
-    configure = ["cmake", "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release", str(recipe),
-                 f"-DET_SRC_PARENT={work / 'src'}", f"-DET_WHEEL_DIR={wheel.root}",
-                 f"-DET_RUNTIME_LIB={wheel.runtime_lib}",
-                 f"-DET_EXTRA_LIBS={';'.join(map(str, wheel.extra_libs))}",
-                 f"-DET_KERNEL_LIBS={';'.join(map(str, wheel.kernel_libs))}",
-                 f"-DVK_THIRD_PARTY={tc.third_party}", f"-DGLSLC={tc.glslc}",
-                 f"-DFLATC={shutil.which('flatc', path='/usr/bin') or 'flatc'}",
-                 f"-DPYTHON_EXECUTABLE={sys.executable}", f"-DSHADER_NTHREADS={jobs}"]
-    for phase, cmd in (("configure", configure),
-                       ("shaders", ["ninja", f"-j{jobs}", "vulkan_shaders"]),
-                       ("compile", ["ninja", f"-j{jobs}"])):
-        t = time.perf_counter()
-        log(f"{phase}: {' '.join(cmd[:3])} ...")
-        _run(cmd, build_dir, build_dir / f"{phase}.log")
-        phases[phase] = round(time.perf_counter() - t, 1)
-
+    phases.update(compile_plugin(work, wheel, tc, jobs, log))
     library_built = build_dir / LIBRARY
     staging = root / f".{dest.name}.tmp"
     shutil.rmtree(staging, ignore_errors=True)
@@ -363,6 +345,44 @@ def _build_locked(wheel, src, root: Path, jobs, cache, log, chosen=(), install=T
     shutil.rmtree(work / "src", ignore_errors=True)  # keep the cmake tree: incremental rebuilds
     _prune_parked(root / "build", f"{wheel.version}-{src.commit[:12]}")
     return manifest
+
+
+def require_tools(cache: str | None = None) -> None:
+    """RuntimeBuildError (one line naming the command that installs them) unless the build
+    tools are in place: only `harness runtime build` installs them, never a run or a bisect."""
+    missing = toolchain.missing_packages(toolchain.BUILD_PACKAGES)
+    if missing or not toolchain.next_release_tools_ready(cache_root(cache)):
+        what = ", ".join(missing) or "glslc and the Vulkan headers"
+        raise RuntimeBuildError(f"build tools missing ({what}); only `python -m harness runtime "
+                                f"build vulkan` installs them: run it first")
+
+
+def compile_plugin(work: Path, wheel, tc, jobs: int, log: Callable[[str], None] = print,
+                   target: str | None = None) -> dict:
+    """Configure and build the CMake project (``native/``, staged at ``work/native``) against
+    the source at ``work/src/executorch`` in the build tree ``work/cmake`` (incremental; ccache
+    when installed). ``target``: one ninja target (default: all). -> seconds per phase."""
+    build_dir = work / "cmake"
+    recipe = _stage_recipe(work / "native", build_dir)
+    configure = ["cmake", "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release", str(recipe),
+                 f"-DET_SRC_PARENT={work / 'src'}", f"-DET_WHEEL_DIR={wheel.root}",
+                 f"-DET_RUNTIME_LIB={wheel.runtime_lib}",
+                 f"-DET_EXTRA_LIBS={';'.join(map(str, wheel.extra_libs))}",
+                 f"-DET_KERNEL_LIBS={';'.join(map(str, wheel.kernel_libs))}",
+                 f"-DVK_THIRD_PARTY={tc.third_party}", f"-DGLSLC={tc.glslc}",
+                 f"-DFLATC={shutil.which('flatc', path='/usr/bin') or 'flatc'}",
+                 f"-DPYTHON_EXECUTABLE={sys.executable}", f"-DSHADER_NTHREADS={jobs}"]
+    if shutil.which("ccache"):
+        configure.append("-DCMAKE_CXX_COMPILER_LAUNCHER=ccache")
+    phases = {}
+    for phase, cmd in (("configure", configure),
+                       ("shaders", ["ninja", f"-j{jobs}", "vulkan_shaders"]),
+                       ("compile", ["ninja", f"-j{jobs}", *([target] if target else [])])):
+        t = time.perf_counter()
+        log(f"{phase}: {' '.join(cmd[:3])} ...")
+        _run(cmd, build_dir, build_dir / f"{phase}.log")
+        phases[phase] = round(time.perf_counter() - t, 1)
+    return phases
 
 
 TREE_OWNER = "tree.txt"  # in a build tree: the cache folder name of the set it belongs to
