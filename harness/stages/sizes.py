@@ -51,12 +51,11 @@ def sized_references(case: ConvCase, module, program_module=None) -> list[dict]:
     return out
 
 
-def forward_sizes(program, sizes: list[dict]) -> list[dict]:
-    """Run the loaded method at every size, in order: {"outputs", "error", "seconds"} each.
-    Outputs are cloned (strides kept): the runtime may hand back its own planned buffers,
-    which the next call overwrites."""
-    from harness.stages.execute import runtime_message
-
+def forward_sizes(program, sizes: list[dict], runtime_message) -> list[dict]:
+    """Run the loaded method at every size, in order: {"outputs", "error", "seconds"} each;
+    ``runtime_message(exception)`` is how execution words a runtime's error (execute.py
+    passes its own). Outputs are cloned (strides kept): the runtime may hand back its own
+    planned buffers, which the next call overwrites."""
     runs = []
     for entry in sizes:
         t0 = time.perf_counter()
