@@ -42,6 +42,15 @@ class CellResult:
     message: str = ""
     predicted: str | None = None  # the static contract check: CONTRACT_VIOLATION / clean
     isolation: str = ""  # for a failure from a reused worker: how it fared alone
+    # Where it failed (stages/culprit.py), for every cell that is not PASS: "lowering:<pass>",
+    # "quantizer", "partitioner", "to_executorch", "delegate:vulkan:<impl or shader(s)>",
+    # "delegate:xnnpack:<node>", "portable:<operator>", "harness" (our own setup), "eager".
+    # Part of the cell's finding ("" in a matrix written before the column: the old key).
+    component: str = ""
+    # The last lines the runtime printed while this cell's program loaded and executed
+    # (ET_LOG checks, KernelCall failures, aborts), for a cell that is not PASS; the whole text
+    # is in the run folder's evidence/ file.
+    runtime_log: str = ""
     max_abs_error: float | None = None
     max_rel_error: float | None = None
     mae: float | None = None
@@ -83,8 +92,9 @@ class CellResult:
     # where the case came from (`cases from-model`: model @ module paths); not part of the
     # case, so not of its id: the same conv from two models is one case, one cell
     source: str = ""
-    # A MISMATCH's evidence for its picture (fingerprint.evidence: numpy arrays), on its way from
-    # the worker to the run folder (RunFolder.write_evidence); never a matrix column.
+    # A MISMATCH's evidence for its picture (fingerprint.evidence: numpy arrays) and, for any
+    # cell the runtime said something about, its whole log (``runtime_log``: a numpy string),
+    # on its way from the worker to the run folder (RunFolder.write_evidence); never a column.
     evidence: dict | None = field(default=None, repr=False, compare=False,
                                   metadata={"row": False})
 

@@ -242,7 +242,7 @@ def execute_work(task: CellTask) -> CellResult:
         prepared, cached = prepared_or_cached(task.case, task.lane,
                                               Cache(task.cache_dir) if task.cache_dir else None)
         static_s = 0.0 if cached else prepared.seconds
-    row = execute(task.case, prepared)
+    row = execute(task.case, prepared, log_path=workers.current_cell_log(task.tag))
     row.cached = static_s == 0.0 and task.prepared is not None
     row.cell_time_s = round(static_s + time.perf_counter() - t0, 3)
     return row
@@ -465,9 +465,12 @@ def _no_patched_runtime(task: CellTask, problem: str, static_result) -> CellResu
 
 
 def _crash(task: CellTask, death: str, log_dir: str, crash_result) -> CellResult:
+    """A cell whose worker died: what killed it, the runtime's last lines (from the cell's own
+    log file, which the dead worker left), and that log as the cell's runtime log."""
     said = workers.crash_output(log_dir, task.tag)
+    log = workers.cell_log(log_dir, task.tag)
     return crash_result(task.case, task.lane, death + (f"; it printed: {said}" if said else ""),
-                        task.prepared)
+                        task.prepared, log=log)
 
 
 def isolation_note(shared: CellResult, alone: CellResult, previous: str) -> str:

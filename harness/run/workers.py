@@ -2,14 +2,18 @@
 
 A pebble ProcessPool replaces a worker that died and keeps the others; each worker pays the
 torch/executorch import once and then serves many cells. Worker stdout/stderr go to one log file
-per worker, with a marker line before each cell, so a crash row can quote what the runtime
-printed as it died (e.g. the Vulkan ``make_ivec2`` assert).
+per worker, with a marker line before each cell. While a cell's program loads and executes, the
+worker points fds 1/2 at a file of that cell's own (``cell_log_path``: logs/cells/<hash>.log;
+stages/execute.py ``captured``), echoed into the worker log afterwards and removed; a worker that
+dies in the cell leaves it, and the crash row quotes its last lines (``crash_output``), e.g. the
+Vulkan ``make_ivec2`` assert or a portable kernel's ``assert failed``.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import hashlib
 import multiprocessing
 import os
 import signal
@@ -80,8 +84,43 @@ def mark(tag: str) -> None:
     os.write(2, f"\n{MARK}{tag}\n".encode())
 
 
+def cell_log_path(log_dir: str | os.PathLike | None, tag: str) -> str | None:
+    """Where a worker keeps what the runtime prints while cell ``tag`` executes (None: no log
+    folder, a temporary file is used)."""
+    if not log_dir:
+        return None
+    return str(Path(log_dir) / "cells" / (hashlib.sha1(tag.encode()).hexdigest()[:16] + ".log"))
+
+
+def current_cell_log(tag: str) -> str | None:
+    """``cell_log_path`` in this worker (its log folder, set by _init)."""
+    return cell_log_path(_LOG_DIR, tag)
+
+
+def cell_log(log_dir: str | None, tag: str, remove: bool = True) -> str:
+    """What the runtime printed for cell ``tag`` in a worker that died inside it (the per-cell
+    file it left, noise dropped); "" when there is none."""
+    path = cell_log_path(log_dir, tag)
+    if path is None or not os.path.exists(path):
+        return ""
+    from harness.stages.execute import clean_log
+
+    try:
+        with open(path, errors="replace") as fh:
+            text = clean_log(fh.read())
+        if remove:
+            os.unlink(path)
+    except OSError:
+        return ""
+    return text
+
+
 def crash_output(log_dir: str | None, tag: str, lines: int = 6) -> str:
-    """The last lines a worker printed after starting cell ``tag``."""
+    """The last lines a worker printed after starting cell ``tag``: its per-cell runtime log
+    when it died while the program ran, else the worker log after the cell's marker."""
+    said = cell_log(log_dir, tag, remove=False)
+    if said:
+        return " | ".join(said.splitlines()[-lines:])
     if not log_dir:
         return ""
     for path in Path(log_dir).glob("worker-*.log"):

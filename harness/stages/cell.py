@@ -15,7 +15,7 @@ import time
 from harness.lane import Lane
 from harness.record import METRIC_COLUMNS, CellResult
 from harness.spec import ConvCase
-from harness.stages import backends
+from harness.stages import backends, culprit
 from harness.stages.cache import Cache
 from harness.stages.compare import compare
 from harness.stages.execute import RuntimeFailure, execute_pte
@@ -29,6 +29,28 @@ STATIC_FIELDS = ("status", "phase", "message", "delegated_ops", "undelegated_ops
 
 def new_result(case: ConvCase, lane: Lane) -> CellResult:
     return CellResult(case=case, backend=lane.backend_column, fixes=lane.fixes_column)
+
+
+def blame(row: CellResult, prepared: Prepared | None = None, log: str = "") -> CellResult:
+    """Name the culprit of a cell that is not PASS (culprit.py): ``component``, and what the
+    runtime printed (``runtime_log``, its tail; the whole text into the evidence)."""
+    if row.status in (None, Status.PASS.value):
+        row.component, row.runtime_log = "", ""
+        return row
+    if log:
+        import numpy as np
+
+        row.runtime_log = culprit.tail(log)
+        row.evidence = {**(row.evidence or {}), "runtime_log": np.array(log)}
+    row.component = culprit.component(
+        status=row.status, backend=row.backend, phase=row.phase, message=row.message,
+        traceback=prepared.traceback if prepared is not None else "", log=log or row.runtime_log,
+        reached=row.reached, code_path=prepared.code_path if prepared is not None else (),
+        delegated_ops=row.delegated_ops, undelegated_ops=row.undelegated_ops,
+        contract_violations=row.contract_violations)
+    if row.status == Status.MISMATCH.value:  # the code that computed the wrong output
+        row.message = culprit.with_culprit(row.message, row.component)
+    return row
 
 
 def prepare(case: ConvCase, lane: Lane) -> Prepared:
@@ -46,7 +68,7 @@ def static_result(case: ConvCase, prepared: Prepared) -> tuple[CellResult, bool]
     row.cell_time_s = prepared.seconds
     if prepared.status is not None and (Status(prepared.status).static_final
                                         or prepared.pte is None):  # nothing lowered to execute
-        return row, True
+        return blame(row, prepared), True
     row.predicted = Status.CONTRACT_VIOLATION.value if prepared.contract_violations else "clean"
     backend = backends.get(prepared.lane.backend)
     if backend.runtime_available():
@@ -57,12 +79,14 @@ def static_result(case: ConvCase, prepared: Prepared) -> tuple[CellResult, bool]
         row.update(status=Status.NO_RUNTIME.value, phase="execute", message=missing)
     elif prepared.status == Status.NOT_DELEGATED.value:  # what lowering saw; never executed
         row.update(message=f"{prepared.message} (not executed: {missing})")
-    return row, True
+    return blame(row, prepared), True
 
 
-def execute(case: ConvCase, prepared: Prepared) -> CellResult:
+def execute(case: ConvCase, prepared: Prepared, log_path: str | None = None) -> CellResult:
     """Run the prepared program and judge it (in a worker process: a native crash costs this
-    cell only). A final static record comes back as it is."""
+    cell only). A final static record comes back as it is. What the runtime prints while the
+    program loads and executes goes to ``log_path`` (the worker's per-cell file, which its
+    parent reads if the process dies; a temporary file when None) and into the record."""
     t0 = time.perf_counter()
     row, final = static_result(case, prepared)
     if final:
@@ -71,13 +95,19 @@ def execute(case: ConvCase, prepared: Prepared) -> CellResult:
     refs = prepared.refs
     row.phase = "execute"
     try:
-        done = execute_pte(prepared.pte, refs.inputs, observe=backend.observes_dispatch)
+        done = execute_pte(prepared.pte, refs.inputs, observe=backend.observes_dispatch,
+                           log_path=log_path, sizes=refs.sizes)
     except RuntimeFailure as e:
-        row.update(status=Status.RUNTIME_ERROR.value, message=str(e))
-        return _timed(row, prepared, t0)
+        # the runtime's own reason (the failed check, the operator), not a bare error code
+        row.update(status=Status.RUNTIME_ERROR.value, message=culprit.explain(str(e), e.log))
+        return _timed(blame(row, prepared, e.log), prepared, t0)
     outputs, row.run_time_s = done.outputs, done.seconds
     # coverage: what the payload names (XNNPACK) and what the runtime dispatched (Vulkan)
     row.reached = sorted(set(prepared.code_path) | set(done.dispatched))
+    if refs.sizes:  # a dynamic case: judged size by size, its worst reported (sizes.py)
+        from harness.stages.sizes import judge
+        row = judge(case, prepared, row, done.sized, backend)
+        return _timed(blame(row, prepared, done.log), prepared, t0)
     row.phase = "compare"
     verdict = compare(outputs[0], refs.ref, float_ref=refs.float_ref, eager_ref=refs.eager_ref,
                       out_scale=prepared.out_scale, steps=backend.quant_tolerance_steps,
@@ -91,7 +121,7 @@ def execute(case: ConvCase, prepared: Prepared) -> CellResult:
         row.update(status=Status.NOT_DELEGATED.value, message=prepared.message)
     else:
         row.update(status=Status.PASS.value, message="")
-    return _timed(row, prepared, t0)
+    return _timed(blame(row, prepared, done.log), prepared, t0)
 
 
 def _timed(row: CellResult, prepared: Prepared, t0: float) -> CellResult:
@@ -100,11 +130,13 @@ def _timed(row: CellResult, prepared: Prepared, t0: float) -> CellResult:
 
 
 def crash_result(case: ConvCase, lane: Lane, message: str,
-                 prepared: Prepared | None = None) -> CellResult:
-    """The record of a cell whose worker died; what its static stages found is kept."""
+                 prepared: Prepared | None = None, log: str = "") -> CellResult:
+    """The record of a cell whose worker died; what its static stages found is kept, and
+    ``log``: what the runtime printed for the cell before it died (its per-cell file)."""
     row = static_result(case, prepared)[0] if prepared is not None else new_result(case, lane)
-    row.update(status=Status.CRASH.value, message=message)
-    return row
+    row.update(status=Status.CRASH.value, message=message, phase="execute")
+    row.evidence = None
+    return blame(row, prepared, log)
 
 
 def prepared_or_cached(case: ConvCase, lane: Lane, cache: Cache | None) -> tuple[Prepared, bool]:

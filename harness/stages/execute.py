@@ -9,19 +9,107 @@ a GPU query pool on and reports one profiling event per compute-shader dispatch 
 library byte for byte; only the host attaches an event tracer to the method, which records and
 changes nothing in what the delegate computes. A runtime without ETDump support simply reports
 nothing dispatched.
+
+What the runtime itself says is kept per cell: while the program loads and executes, file
+descriptors 1 and 2 point at a file of the cell's own (``captured``), so every ET_LOG line
+(``Check failed ...``, ``KernelCall failed at instruction I in operator OP``), the XNNPACK
+executor's complaints, a Vulkan exception's text and an abort message land there, not in a
+worker's shared log. After the cell the descriptors are restored and the text is echoed to
+where they pointed (the worker log keeps everything). A native abort leaves the file behind:
+the parent reads its last lines (workers.cell_log_tail). ``Execution.log`` /
+``RuntimeFailure.log`` carry it; culprit.py reads the decisive lines out of it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
 import re
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
 
 
 class RuntimeFailure(Exception):
-    """The runtime refused to load or execute the program (it returned an error, no crash)."""
+    """The runtime refused to load or execute the program (it returned an error, no crash);
+    ``log``: what the runtime printed meanwhile."""
+
+    def __init__(self, message: str, log: str = ""):
+        super().__init__(message)
+        self.log = log
+
+
+# Lines the runtime prints on every load that say nothing about the cell (cpuinfo probing).
+NOISE = ("cpuinfo_utils",)
+
+
+def clean_log(text: str) -> str:
+    """The runtime's output without the per-load noise, blank lines dropped."""
+    return "\n".join(ln for ln in text.splitlines()
+                     if ln.strip() and not any(n in ln for n in NOISE))
+
+
+def _flush_native() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (AttributeError, ValueError, OSError):
+            pass
+    try:
+        ctypes.CDLL(None).fflush(None)  # C stdio buffers (ET_LOG may go through stdout)
+    except (OSError, AttributeError):
+        pass
+
+
+class Captured:
+    """What the runtime wrote to fds 1/2 inside ``captured`` (filled when the block ends)."""
+    text: str = ""
+
+
+@contextlib.contextmanager
+def captured(path: str | os.PathLike | None = None, echo: bool = True):
+    """fds 1 and 2 -> ``path`` (a temporary file when None) for the block; -> Captured. The
+    file is removed afterwards (a process that dies inside the block leaves it for its parent);
+    ``echo`` writes the text to where fd 2 pointed before."""
+    got = Captured()
+    own = path is None
+    if own:
+        fd, path = tempfile.mkstemp(prefix="convconf-runtime-", suffix=".log")
+    else:
+        os.makedirs(os.path.dirname(os.fspath(path)) or ".", exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    _flush_native()
+    saved = os.dup(1), os.dup(2)
+    # The pybinding's ET_LOG goes to std::cerr, which pybind11 redirects to Python's sys.stderr
+    # during its calls (scoped_estream_redirect): for the block, Python's streams write to the
+    # fds too (under pytest they are capture objects, not fds 1/2)
+    py_streams = sys.stdout, sys.stderr
+    try:
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        sys.stdout = open(1, "w", closefd=False, buffering=1, errors="replace")
+        sys.stderr = open(2, "w", closefd=False, buffering=1, errors="replace")
+        yield got
+    finally:
+        _flush_native()
+        sys.stdout, sys.stderr = py_streams
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for f in (*saved, fd):
+            os.close(f)
+        try:
+            with open(path, errors="replace") as fh:
+                got.text = fh.read()
+            os.unlink(path)
+        except OSError:
+            pass
+        if echo and got.text:
+            try:
+                os.write(2, got.text.encode(errors="replace"))
+            except OSError:
+                pass
 
 
 @dataclass
@@ -31,29 +119,63 @@ class Execution:
     outputs: list  # torch tensors
     seconds: float
     dispatched: list = field(default_factory=list)
+    log: str = ""  # what the runtime printed while loading and executing (clean_log)
+    sized: list = field(default_factory=list)  # a dynamic case's runs, per size (sizes.py)
 
 
-def execute_pte(pte: bytes, inputs: tuple, observe: bool = False) -> Execution:
+_KERNELS: list[str] = []  # "" once the quantized kernels are registered in this process
+
+
+def register_kernels() -> str:
+    """The runtime side of ExecuTorch's documented setup (backends/xnnpack/test/ops/
+    test_conv2d.py: ``import ...pybindings.portable_lib`` then ``import
+    executorch.kernels.quantized``): the pybinding's runtime has no quantized_decomposed
+    kernels of its own; that import loads ``libexecutorch_kernels_quantized.so``, whose
+    registrations give a quantize/dequantize left outside a delegate a kernel (without it:
+    "Missing operator: quantized_decomposed::dequantize_per_channel.out", error 0x14, our
+    setup). The native runner links that library itself. Once per process; -> "" or why not."""
+    if not _KERNELS:
+        try:
+            import executorch.kernels.quantized  # noqa: F401
+            _KERNELS.append("")
+        except Exception as e:
+            _KERNELS.append(f"import executorch.kernels.quantized failed: {type(e).__name__}: {e}")
+    return _KERNELS[0]
+
+
+def execute_pte(pte: bytes, inputs: tuple, observe: bool = False,
+                log_path: str | os.PathLike | None = None, sizes: list | None = None) -> Execution:
     """Load and run the program; ``observe``: with an ETDump attached, to read the shaders it
-    dispatched (a few ms more; only for a delegate that reports them)."""
+    dispatched (a few ms more; only for a delegate that reports them). What the runtime prints
+    meanwhile goes to ``log_path`` (a temporary file when None) and comes back as ``log``."""
     from harness.runtimes.load import pybindings
 
     load = pybindings()._load_for_executorch_from_buffer
+    register_kernels()  # after the pybinding, as ExecuTorch's tests do
     t0 = time.perf_counter()
-    try:
-        program = None
-        if observe:
-            try:
-                program = load(pte, enable_etdump=True, debug_buffer_size=0)
-            except TypeError:  # a runtime whose binding has no ETDump option
-                pass
-        if program is None:
-            program = load(pte)
-        outputs = program.forward(list(inputs))
-    except Exception as e:  # pybind11 maps the runtime's C++ exceptions to several types
-        raise RuntimeFailure(runtime_message(e)) from None
+    failure = None
+    with captured(log_path) as said:
+        try:
+            program = None
+            if observe:
+                try:
+                    program = load(pte, enable_etdump=True, debug_buffer_size=0)
+                except TypeError:  # a runtime whose binding has no ETDump option
+                    pass
+            if program is None:
+                program = load(pte)
+            if sizes:  # a dynamic case: every size on this one loaded method (sizes.py)
+                from harness.stages.sizes import forward_sizes
+                outputs, sized = [], forward_sizes(program, sizes, runtime_message)
+            else:
+                outputs, sized = program.forward(list(inputs)), []
+        except Exception as e:  # pybind11 maps the runtime's C++ exceptions to several types
+            failure = runtime_message(e)
+    if failure is not None:
+        raise RuntimeFailure(failure, clean_log(said.text))
     seconds = time.perf_counter() - t0
-    return Execution(list(outputs), seconds, dispatched_shaders(program))
+    return Execution(list(outputs), seconds, dispatched_shaders(program), clean_log(said.text),
+                     sized)
 
 
 _KERNEL = re.compile(rb'"kernel_name":\s*"([A-Za-z0-9_]+)"')

@@ -203,9 +203,14 @@ def register_runtime_ops() -> str:
         import executorch.kernels.quantized  # noqa: F401
     except Exception as e:  # an ExecuTorch without the package: said, never silent
         return f"import executorch.kernels.quantized failed: {type(e).__name__}: {e}"
-    ns = torch.ops.quantized_decomposed
-    missing = [op for op in QUANTIZED_OUT_OPS
-               if not hasattr(ns, op) or "out" not in getattr(ns, op).overloads()]
+    def overloads(op: str) -> set:  # asked afresh: an op packet torch.ops made earlier keeps
+        try:  # the overloads it saw then (the quantizer's Python-defined ops, before .out)
+            return {s.overload_name for s in
+                    torch._C._jit_get_schemas_for_operator(f"quantized_decomposed::{op}")}
+        except RuntimeError:
+            return set()
+
+    missing = [op for op in QUANTIZED_OUT_OPS if "out" not in overloads(op)]
     if missing:
         return ("executorch.kernels.quantized did not register the .out variants of "
                 + ", ".join(f"quantized_decomposed::{op}" for op in missing)
