@@ -32,6 +32,16 @@ Q8TA_306 = ("add_q8ta_conv2d_node at executorch/backends/vulkan/runtime/graph/op
 DW7 = dict(in_channels=4, out_channels=4, groups=4, kernel_size=7)
 
 # id -> (backend lane, case, status, message) showing the bug (corpus files and README) ...
+PORTABLE_CONV3D = (
+    "Failed to execute method forward, error: 0x12 — runtime: [kernel_ops_util.cpp:394] Check "
+    "failed (in.dim() == 3 || in.dim() == 4): Expect input tensor to be 3-D or 4-D, but got, 5. "
+    "| [method.cpp:1483] KernelCall failed at instruction 0:0 in operator aten::convolution.out: "
+    "0x12")
+Q_PER_CHANNEL_ABORT = (
+    "worker killed by SIGABRT (signal 6); it printed: [op_quantize.cpp:427] In function "
+    "quantize_per_channel_out(), assert failed (scale.scalar_type() == ScalarType::Double): "
+    "scale.scalar_type() 6 is not double type")
+
 REPRESENTATIVE = {
     "vulkan-make-ivec2-length-1": (
         "vulkan", case(in_channels=3, out_channels=64, padding="valid",
@@ -79,6 +89,13 @@ REPRESENTATIVE = {
         "vulkan", case(in_channels=6, out_channels=6, groups=6, input_shape=(1, 6, 8, 8),
                        quant="int8_per_channel"), "LOWER_ERROR",
         "AssertionError: depthwise conv requires that OC is divisible by 4"),
+    # components every lane shares (backend "any", matched on the culprit the message names)
+    "portable-conv3d-5d-input": (
+        "xnnpack", case(dim=3, in_channels=2, kernel_size=3, input_shape=(1, 2, 5, 5, 5)),
+        "RUNTIME_ERROR", PORTABLE_CONV3D),
+    "portable-quantize-per-channel-float-scale": (
+        "vulkan", case(in_channels=8, out_channels=16, padding=1, input_shape=(1, 8, 12, 12),
+                       quant="int8_per_channel", weights="input"), "CRASH", Q_PER_CHANNEL_ABORT),
 }
 
 # ... and a control one step away (the same message unless the message is what differs).
@@ -119,6 +136,18 @@ CONTROL = {
     "vulkan-q8-depthwise-oc-not-x4": (
         "vulkan", case(in_channels=6, out_channels=6, groups=6, input_shape=(1, 6, 8, 8)),
         "LOWER_ERROR", "AssertionError: depthwise conv requires that OC is divisible by 4"),
+    # the same failed kernel call on a 2D conv (another cause), and the same case failing inside
+    # a delegate: not the portable kernel's entry
+    "portable-conv3d-5d-input": (
+        "vulkan", case(dim=3, in_channels=2, kernel_size=3, input_shape=(1, 2, 5, 5, 5)),
+        "RUNTIME_ERROR", "Exception raised from add_conv3d at executorch/backends/vulkan/x.cpp:1: "
+        "(false) is false!"),
+    "portable-quantize-per-channel-float-scale": (
+        "xnnpack", case(in_channels=8, out_channels=16, padding=1, input_shape=(1, 8, 12, 12),
+                        quant="int8_per_channel", weights="input"), "CRASH",
+        "worker killed by SIGABRT (signal 6); it printed: [VulkanBackend.cpp:480] In function "
+        "build_graph(), assert failed (VK_HAS_OP(op_name)): Missing operator: "
+        "quantized_decomposed.quantize_per_channel.default"),
 }
 
 

@@ -70,8 +70,31 @@ def _stock_cell(f: findings_mod.Finding, cells: list[CellResult]) -> CellResult:
     return next((c for c in mine if not c.fixes), ex)
 
 
+def _culprit(f: findings_mod.Finding, cell: CellResult) -> list[str]:
+    """Which code failed (stages/culprit.py), the runtime's own decisive line(s) and its log's
+    last lines; a finding across lanes lists each lane's cells."""
+    out = []
+    if f.component:
+        out.append(f"- culprit: **`{f.component}`**"
+                   + (" — code every lane runs (not a delegate): one finding across lanes"
+                      if "," in f.backend else ""))
+    if f.cells_by_lane:
+        for lane, ids in f.cells_by_lane.items():
+            out.append(f"  - {lane}: {len(ids)} cell(s): " + ", ".join(f"`{i}`" for i in ids[:5])
+                       + (" ..." if len(ids) > 5 else ""))
+    if f.runtime_line:
+        out.append(f"- the runtime said: `{f.runtime_line}`")
+    if cell.runtime_log:
+        out += ["", "<details><summary>runtime log (last lines)</summary>", "", "```",
+                cell.runtime_log.rstrip(), "```", "</details>"]
+    return out
+
+
 def _title(f: findings_mod.Finding, cell: CellResult, case: ConvCase) -> str:
-    tag = BACKEND_TAGS.get(f.backend, f"[{f.backend}]")
+    if "," in f.backend:  # a component the lanes share (a portable kernel, an exir pass)
+        tag = f"[{(f.component or 'shared').split(':')[0]}]"
+    else:
+        tag = BACKEND_TAGS.get(f.backend, f"[{f.backend}]")
     if f.status == Status.MISMATCH.value:
         what = f"wrong values ({cell.error_pattern})" if cell.error_pattern else WHAT[f.status]
     else:  # the cell's own words (the signature has its numbers taken out)
@@ -154,7 +177,7 @@ def _releases(f: findings_mod.Finding, runs: list[Path]) -> list[str]:
         v = header.versions
         hit = [c for c in cells if findings_mod.cell_finding_id(c) == f.id]
         mine = [c for c in cells if c.case_id in set(f.case_ids)
-                and findings_mod.family(c.backend) == f.backend]
+                and findings_mod.family(c.backend) in f.backend.split(",")]
         statuses = sorted({c.status for c in mine})
         lines.append(f"| {v.get('executorch', '?')} | {v.get('torch', '?')} | "
                      f"{f'present ({len(hit)} cells)' if hit else 'absent'} | "
@@ -261,6 +284,7 @@ def render(run_dir: str | os.PathLike, finding_id: str, out_file: Path | None = 
            f"- expected: PASS (the eager PyTorch module's output, within convconf's tolerance: "
            f"fp32 `|out - ref| <= 1e-4 + 1e-4 |ref|`, int8 one output step, fp16/bf16 4 eps steps)",
            f"- actual: **{cell.status}**" + (f": `{cell.message[:500]}`" if cell.message else "")]
+    md += _culprit(f, cell)
     if f.status == Status.MISMATCH.value:
         if cell.max_abs_error is not None:
             md.append(f"- max |out - ref| = {cell.max_abs_error:.4g}"

@@ -41,6 +41,7 @@ from harness.lane import Lane
 from harness.record import CellResult
 from harness.results import diagnosis
 from harness.runfolder import RunFolder
+from harness.stages import culprit
 from harness.status import Status
 
 _RUNTIME_CHECK = re.compile(r"Exception raised from (\w+) at ([\w./-]+:\d+): (.*?)( is false!|$)")
@@ -64,18 +65,53 @@ def _plural_units(text: str) -> str:
 
 
 def signature(status: str, message: str, error_pattern: str = "") -> str:
-    """What a cell's failure is, with what varies from cell to cell taken out; a MISMATCH with
-    an error pattern adds it (`` @ `` and the pattern, numbers taken out)."""
-    base = _message_signature(status, message)
+    """What a cell's failure is, with what varies from cell to cell taken out, keyed by its
+    culprit where the message names one (stages/culprit.py ``key_component``):
+
+    - a MISMATCH whose message names the code that computed it (``— culprit: delegate:vulkan:
+      conv2d_dw_float``, the XNNPACK node, a portable kernel): that component; the shader is
+      the bug, whatever size or spelling made it show (another edge width, a width-1 output
+      wrong "everything"); one with only a generic culprit adds its error pattern, as before;
+    - a failed kernel call or a portable kernel's abort: ``portable:<operator>`` and the check
+      that failed (numbers out);
+    - a lowering error in a pass or stage: ``lowering:<pass>`` / ``to_executorch`` / ... and
+      the message;
+    - otherwise the message (and a MISMATCH's pattern) as it always was, so a matrix written
+      before culprits existed keeps its ids."""
+    component = culprit.key_component(status, message)
     pattern = error_pattern if isinstance(error_pattern, str) else ""  # NaN: an older matrix
+    if status == Status.MISMATCH.value and component:
+        if _specific(component):
+            return f"{component}"
+        base = _message_signature(status, message.split(culprit.CULPRIT_MARK, 1)[0])
+        return f"{component}: {base}" + (f" @ {_plural_units(_normalise(pattern.strip()))}"
+                                          if pattern.strip() else "")
+    if component.startswith("portable:"):
+        check = culprit.failed_check(message)
+        return f"{component}: {_normalise(check)[:200]}" if check else component
+    base = _message_signature(status, message)
     if status == Status.MISMATCH.value and pattern.strip():
         return f"{base} @ {_plural_units(_normalise(pattern.strip()))}"
     return base
 
 
+def _specific(component: str) -> bool:
+    """A culprit that names the code itself (a shader, an XNNPACK node, a kernel), not just a
+    delegate: enough to key a wrong-value finding on."""
+    return component.startswith("portable:") or component.count(":") >= 2
+
+
+def key_family(backend: str, status: str, message: str) -> str:
+    """The backend part of a finding's key: ``*`` for a component every lane runs the same code
+    of (portable kernels, exir passes and stages, the quantizer: one finding across lanes),
+    else the backend family."""
+    return "*" if culprit.shared(culprit.key_component(status, message)) else family(backend)
+
+
 def _message_signature(status: str, message: str) -> str:
     message = (message or "").strip()
-    check = _RUNTIME_CHECK.search(message)
+    head = message.split(culprit.RUNTIME_MARK, 1)[0]
+    check = _RUNTIME_CHECK.search(head)  # the delegate's own exception says it already
     if check:  # the same check at the same place, whatever the values in its condition
         return f"{check.group(1)} at {check.group(2)}: {_normalise(check.group(3))}"
     if status == "CONTRACT_VIOLATION":
@@ -98,7 +134,8 @@ def finding_id(backend: str, status: str, message: str, error_pattern: str = "")
     """The id of the finding a cell belongs to (None for PASS / NO_RUNTIME)."""
     if not Status(status).is_finding:  # PASS; NO_RUNTIME: nothing was tried, nothing found
         return None
-    key = f"{family(backend)}|{status}|{signature(status, message, error_pattern)}"
+    key = (f"{key_family(backend, status, message)}|{status}|"
+           f"{signature(status, message, error_pattern)}")
     return "F-" + hashlib.sha1(key.encode()).hexdigest()[:8]
 
 
@@ -165,6 +202,12 @@ class Finding:
     variants: list = field(default_factory=list)  # [diagnosis.Variant]
     diagnosis: str = ""
     data_limited: bool = False  # the rule is a correlation over < MIN_RULE_CELLS cells
+    # the culprit (stages/culprit.py): the representative's component ("portable:aten::
+    # convolution.out", "delegate:vulkan:conv2d_dw_float", "lowering:FuseBatchNormPass", ...)
+    component: str = ""
+    runtime_line: str = ""  # the runtime's own decisive line(s) for a runtime failure
+    # a finding across lanes (a component they share): lane -> its cells' case ids
+    cells_by_lane: dict = field(default_factory=dict)
 
 
 MIN_RULE_CELLS = 5  # fewer cells than this: the rule is a correlation over too few to trust
@@ -197,7 +240,7 @@ def find(results: list[CellResult] | pd.DataFrame, run_dir: Path | None = None,
     groups: dict[tuple, list[CellResult]] = {}
     for r in results:
         if Status(r.status).is_finding:
-            groups.setdefault((family(r.backend), r.status,
+            groups.setdefault((key_family(r.backend, r.status, r.message), r.status,
                                signature(r.status, r.message, r.error_pattern)), []).append(r)
     found = []
     for (fam, status, sig), cells in groups.items():
@@ -212,14 +255,18 @@ def find(results: list[CellResult] | pd.DataFrame, run_dir: Path | None = None,
         if folder is not None:
             path = folder.repro_path(example.case_id, example.backend, example.fixes)
             repro = f"repro/{path.name}" if path.exists() else ""
+        families = sorted({family(r.backend) for r in cells})
         f = Finding(id=cell_finding_id(example),
-                    backend=fam, status=status, signature=sig, count=len(cells), lanes=lanes,
+                    backend=fam if fam != "*" else ",".join(families), status=status,
+                    signature=sig, count=len(cells), lanes=lanes,
                     case_ids=sorted({r.case_id for r in cells}),
                     example={"case_id": example.case_id, "backend": example.backend,
                              "fixes": example.fixes, "message": example.message[:400],
                              "case": example.case.to_dict(), "repro": repro},
                     fixed_by=_fixed_by(cells, results, by_key),
-                    error_pattern=example.error_pattern or "")
+                    error_pattern=example.error_pattern or "",
+                    component=_component(example, cells), runtime_line=runtime_line(example),
+                    cells_by_lane=_cells_by_lane(cells) if fam == "*" else {})
         f.minimal = shrunk.get(f.id)
         d = diagnosed.get(f.id)
         if d is not None:
@@ -238,6 +285,41 @@ def find(results: list[CellResult] | pd.DataFrame, run_dir: Path | None = None,
     return sorted(found, key=lambda f: (-f.count, f.id))
 
 
+def _component(example: CellResult, cells: list[CellResult]) -> str:
+    """The finding's component: its representative's, else the one its message keys on, else
+    the most common among its cells (a matrix from before the column has none: "")."""
+    if example.component:
+        return example.component
+    keyed = culprit.key_component(example.status, example.message)
+    if keyed:
+        return keyed
+    named = [c.component for c in cells if c.component]
+    return max(set(named), key=named.count) if named else ""
+
+
+def runtime_line(cell: CellResult) -> str:
+    """What the runtime itself said about a cell: the decisive lines its message carries, else
+    those of its runtime log, else a delegate exception's own text."""
+    message = cell.message or ""
+    if culprit.RUNTIME_MARK in message:
+        return message.split(culprit.RUNTIME_MARK, 1)[1][:400]
+    said = culprit.decisive(cell.runtime_log or "")
+    if said:
+        return " | ".join(said)[:400]
+    if "; it printed: " in message:
+        return message.split("; it printed: ", 1)[1].split(" | ")[-1][:400]
+    if cell.status in ("RUNTIME_ERROR", "CRASH"):
+        return message.split(culprit.CULPRIT_MARK, 1)[0][:400]
+    return ""
+
+
+def _cells_by_lane(cells: list[CellResult]) -> dict:
+    out: dict = {}
+    for r in cells:
+        out.setdefault(Lane.of(r.backend, r.fixes).name, []).append(r.case_id)
+    return {k: sorted(v) for k, v in sorted(out.items())}
+
+
 def _known(f: Finding, example: CellResult, cells: list[CellResult], issues: tuple) -> None:
     """The known upstream issues the finding's cells show, most cells first; the label of the
     one its representative shows (else of the one most cells show, if that is most of them), or
@@ -247,14 +329,15 @@ def _known(f: Finding, example: CellResult, cells: list[CellResult], issues: tup
     hits: dict[str, list] = {}
     for r in cells:
         for k in known_issues.match(r.backend, r.case, r.status, r.message, issues=issues,
-                                    error_pattern=r.error_pattern):
+                                    error_pattern=r.error_pattern, component=r.component):
             hits.setdefault(k.id, [k, 0])[1] += 1
     if not hits:
         f.known, f.known_issues = "new", []
         return
     shown = {k.id for k in known_issues.match(example.backend, example.case, example.status,
                                               example.message, issues=issues,
-                                              error_pattern=example.error_pattern)}
+                                              error_pattern=example.error_pattern,
+                                              component=example.component)}
     ordered = sorted(hits.values(), key=lambda kv: (kv[0].id not in shown, -kv[1], kv[0].id))
     f.known_issues = [{"id": k.id, "title": k.title, "label": k.label, "cells": f"{n}/{len(cells)}",
                        "upstream": [u._asdict() for u in k.upstream], "fixed_in": k.fixed_in}
@@ -344,9 +427,10 @@ def shrink_line(tries: int, seconds: float) -> str:
 def markdown(findings: list[Finding], cells_not_pass: int) -> str:
     lines = [f"### convconf: {len(findings)} findings from {cells_not_pass} cells that are not "
              "PASS/NO_RUNTIME", "",
-             "| id | lane | status | cells | upstream | deciding (variants run) | rule "
-             "(correlation) | fixed by | minimal case | first seen | signature | where wrong |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| id | lane | status | cells | upstream | component | deciding (variants run) | rule "
+             "(correlation) | fixed by | minimal case | first seen | signature | runtime said | "
+             "where wrong |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for f in findings:
         fixed = ", ".join(f"{k} {v}" for k, v in f.fixed_by.items()) or "-"
         sig = f.signature.replace("|", "\\|")[:140]
@@ -356,9 +440,12 @@ def markdown(findings: list[Finding], cells_not_pass: int) -> str:
         where = (f.error_pattern.replace("|", "\\|") if f.error_pattern else "-") + (
             f" [picture]({f.picture})" if f.picture else "")
         deciding = (", ".join(f.deciding) or "none found") if f.diagnosis else "-"
-        lines.append(f"| {f.id} | {f.backend} | {f.status} | {f.count} | {f.known} | "
-                     f"{deciding} | {rule_text(f)} | {fixed} | {small} | {f.first_seen or '-'} | "
-                     f"`{sig}` | {where} |")
+        said = (f"`{f.runtime_line.replace('|', '/')[:200]}`" if f.runtime_line else "-")
+        lanes = ("; ".join(f"{lane}: {len(ids)}" for lane, ids in f.cells_by_lane.items())
+                 if f.cells_by_lane else f.backend)
+        lines.append(f"| {f.id} | {lanes} | {f.status} | {f.count} | {f.known} | "
+                     f"`{f.component or '-'}` | {deciding} | {rule_text(f)} | {fixed} | {small} | "
+                     f"{f.first_seen or '-'} | `{sig}` | {said} | {where} |")
     diagnosed = [f for f in findings if f.diagnosis]
     if diagnosed:
         lines += ["", "#### Deciding parameters: the representative's one-step variants, each "

@@ -2,7 +2,8 @@
 
 One <testsuite> per lane (backend + fix set), one <testcase> per cell: classname = the lane,
 name = the case id. PASS passes; NO_RUNTIME is <skipped> (nothing ran); every other status is a
-<failure> whose type is the status and whose message is the cell's message, with the repro path.
+<failure> whose type is the status and whose message is the cell's message, with the culprit
+(``component``), the runtime log's last lines and the repro path.
 """
 
 from __future__ import annotations
@@ -48,7 +49,13 @@ def write(run_dir: Path, df: pd.DataFrame, verdict: pd.Series | None = None) -> 
                 script = RunFolder(run_dir).repro_path(r.case_id, r.backend, r.fixes)
                 failure = ET.SubElement(case, "failure", type=r.status, message=message[:1000])
                 delegation = getattr(r, "delegation", "")
+                component = getattr(r, "component", "")
+                said = getattr(r, "runtime_log", "")
                 failure.text = (f"{r.status}: {message}\n"
+                                + (f"component: {component}\n" if isinstance(component, str)
+                                   and component else "")
+                                + (f"runtime log (last lines):\n{said}\n" if isinstance(said, str)
+                                   and said else "")
                                 + (f"delegation: {delegation}\n" if isinstance(delegation, str)
                                    and delegation else "")
                                 + (f"repro: {script}\n" if script.exists() else ""))

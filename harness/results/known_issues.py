@@ -1,9 +1,12 @@
 """Known upstream issues: which ExecuTorch issue/PR tracks a finding (cases/upstream/known_issues.json).
 
-An entry matches a cell when its backend family, status, message regex (``re.search``; null: any),
-the optional ``error_pattern`` regex (a MISMATCH's fingerprint, stages/fingerprint.py, e.g.
-``"right edge"``; absent or null: any) and every ``when`` condition on ``features(case)`` hold: a value, a list (any of; for the set-valued
-``list1_args``: any shared name), ``{"not_in": [...]}``, or a comparison such as ``">1"`` (ints)."""
+An entry matches a cell when its backend family (``"any"``: every lane, for a component they
+share, e.g. a portable kernel), status, message regex (``re.search``; null: any), the optional
+``error_pattern`` regex (a MISMATCH's fingerprint, stages/fingerprint.py, e.g. ``"right edge"``;
+absent or null: any), the optional ``component`` regex (the cell's culprit, stages/culprit.py,
+e.g. ``"^portable:aten::convolution"``; absent or null: any) and every ``when`` condition on
+``features(case)`` hold: a value, a list (any of; for the set-valued ``list1_args``: any shared
+name), ``{"not_in": [...]}``, or a comparison such as ``">1"`` (ints)."""
 
 from __future__ import annotations
 
@@ -27,7 +30,7 @@ def default_path() -> Path:
     """The known-issues file findings are matched against: $CONVCONF_KNOWN_ISSUES, else the
     shipped cases/upstream/known_issues.json."""
     return Path(os.environ.get(ENV) or KNOWN_ISSUES_FILE)
-BACKENDS = ("vulkan", "xnnpack")
+BACKENDS = ("vulkan", "xnnpack", "any")
 STATUSES = ("LOWER_ERROR", "NOT_DELEGATED", "CONTRACT_VIOLATION", "RUNTIME_ERROR", "CRASH", "MISMATCH")
 UPSTREAM_STATES = {"issue": ("open", "closed"), "pr": ("open", "closed", "merged")}
 Upstream = collections.namedtuple("Upstream", "repo number kind state title url")
@@ -100,6 +103,7 @@ class KnownIssue:
     evidence: tuple
     note: str
     error_pattern: Optional[str] = None  # regex on a MISMATCH's fingerprint text; None: any
+    component: Optional[str] = None  # regex on the cell's culprit (stages/culprit.py); None: any
 
     @property
     def label(self) -> str:
@@ -110,8 +114,10 @@ class KnownIssue:
         return f"known: {refs}" + (f", fixed in {self.fixed_in}" if self.fixed_in else "")
 
     def matches(self, family: str, feats: dict, status: str, message: str,
-                error_pattern: str = "") -> bool:
-        return (family == self.backend and status in self.statuses
+                error_pattern: str = "", component: str = "") -> bool:
+        return (self.backend in (family, "any") and status in self.statuses
+                and (self.component is None
+                     or re.search(self.component, component or "") is not None)
                 and (self.message is None or re.search(self.message, message or "") is not None)
                 and (self.error_pattern is None
                      or re.search(self.error_pattern, error_pattern or "") is not None)
@@ -144,8 +150,8 @@ def _condition(name: str, raw: Any, bad) -> tuple:
 
 
 # Fields an entry may leave out, and what that means.
-_OPTIONAL = {"error_pattern": None}
-_CHECKS = {**_FIELDS, "error_pattern": _str_or_none}
+_OPTIONAL = {"error_pattern": None, "component": None}
+_CHECKS = {**_FIELDS, "error_pattern": _str_or_none, "component": _str_or_none}
 
 
 def _entry(raw: Any, bad) -> KnownIssue:
@@ -156,7 +162,7 @@ def _entry(raw: Any, bad) -> KnownIssue:
     raw = {**_OPTIONAL, **raw}
     for k in [k for k, ok in _CHECKS.items() if not ok(raw[k])][:1]:
         raise bad(k, f"bad value {raw[k]!r} (the checks: _FIELDS in harness/results/known_issues.py)")
-    for k in ("message", "error_pattern"):
+    for k in ("message", "error_pattern", "component"):
         try:
             re.compile(raw[k] or "")
         except re.error as e:
@@ -186,12 +192,18 @@ def load(path: str | Path = KNOWN_ISSUES_FILE) -> tuple[KnownIssue, ...]:
 
 
 def match(backend: str, case: ConvCase, status: str, message: str,
-          issues: Optional[tuple] = None, error_pattern: str = "") -> list[KnownIssue]:
+          issues: Optional[tuple] = None, error_pattern: str = "",
+          component: str = "") -> list[KnownIssue]:
     """The known issues (default: the shipped file's) a cell of a lane shows ("vulkan@h200",
     "vulkan+vulkan-conv-padding": the backend family decides); ``error_pattern``: the cell's
-    fingerprint (a MISMATCH's; "" when it has none)."""
+    fingerprint (a MISMATCH's; "" when it has none); ``component``: its culprit ("" when
+    unknown: then the one its message names, stages/culprit.py)."""
+    from harness.stages import culprit
+
     family = backend.split("@")[0].split("+")[0].strip().lower()
     feats = features(case)
     pattern = error_pattern if isinstance(error_pattern, str) else ""
+    component = (component if isinstance(component, str) else "") or \
+        culprit.key_component(status, message)
     return [k for k in (load(default_path()) if issues is None else issues)
-            if k.matches(family, feats, status, message, pattern)]
+            if k.matches(family, feats, status, message, pattern, component)]
