@@ -290,11 +290,7 @@ def test_no_sleep_to_wait_in_tests():
 # Tests that landed with a pin while #36 was being done (other issues' work, 2026-12): each
 # still to be moved to the corpus by its owner. Listed by name so that the list cannot go
 # stale: an entry that no longer pins anything fails below and must be removed.
-PENDING = {
-    ("test_culprit.py", "test_a_portable_conv3d_cell_names_its_kernel_and_check"): "issue 37",
-    ("test_culprit.py", "test_an_aborting_cell_keeps_the_runtime_log_it_died_with"): "issue 37",
-    ("test_dynamic.py", "test_a_size_the_program_refuses_is_that_size_s_status"): "issue 39",
-}
+PENDING: dict = {}
 
 
 def test_no_delegate_status_pinned_outside_the_corpus():
