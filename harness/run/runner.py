@@ -140,7 +140,7 @@ def prepare_runtimes(config: RunConfig, log=None) -> dict:
             continue
         entry = {"patches": list(patches), "library": "", "problem": ""}
         try:
-            m = vulkan.build(source, cache=None, log=log, patches=patches)
+            m = vulkan.build(source, cache=None, log=log, patches=patches, install=False)
             entry.update(library=m.library, build_seconds=m.build_seconds, cached=m.cached)
             log(f"patched plug-in ({key}): {m.library} "
                 f"({'cache hit' if m.cached else f'built in {m.build_seconds:g} s'})")
