@@ -27,8 +27,26 @@ def _pss_kib(pid: int) -> int:
         return 0
 
 
-def _tree_rss_kib(root: int) -> tuple[int, int, int]:
-    """(RSS sum, largest RSS, PSS sum) in KiB over ``root`` and its descendants."""
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+    except OSError:
+        return "?"
+
+
+def role(cmdline: str) -> str:
+    """What a process of a run's tree is, from its command line: the run itself, a pool's
+    forkserver (the workers' parent), a worker (forked from one), or another child."""
+    if "forkserver import main" in cmdline:
+        return "forkserver or its worker"
+    if "resource_tracker" in cmdline:
+        return "resource tracker"
+    return cmdline[:60]
+
+
+def _tree_rss_kib(root: int, parts: list | None = None) -> tuple[int, int, int]:
+    """(RSS sum, largest RSS, PSS sum) in KiB over ``root`` and its descendants; ``parts``
+    (when given) gets (PSS KiB, pid, role) per process."""
     children: dict[int, list[int]] = {}
     rss: dict[int, int] = {}
     for proc in Path("/proc").iterdir():
@@ -48,25 +66,32 @@ def _tree_rss_kib(root: int) -> tuple[int, int, int]:
         pid = todo.pop()
         total += rss.get(pid, 0)
         largest = max(largest, rss.get(pid, 0))
-        pss += _pss_kib(pid)
+        own = _pss_kib(pid)
+        pss += own
+        if parts is not None:
+            parts.append((own, pid, role(_cmdline(pid))))
         todo.extend(children.get(pid, []))
     return total, largest, pss
 
 
 class PeakRSS:
     """``with PeakRSS() as peak: ...`` then ``peak.pss_mib``, ``peak.total_mib`` (RSS summed),
-    ``peak.largest_mib``."""
+    ``peak.largest_mib``; ``peak.at_peak``: (PSS KiB, pid, role) of each process when the
+    tree's PSS was highest (what holds the memory)."""
 
     def __init__(self, every_s: float = 0.25):
         self.every_s, self.total_kib, self.largest_kib, self.pss_kib = every_s, 0, 0, 0
+        self.at_peak: list = []
         self._stop = threading.Event()
 
     def _sample(self) -> None:
         while not self._stop.wait(self.every_s):
-            total, largest, pss = _tree_rss_kib(os.getpid())
+            parts: list = []
+            total, largest, pss = _tree_rss_kib(os.getpid(), parts)
             self.total_kib = max(self.total_kib, total)
             self.largest_kib = max(self.largest_kib, largest)
-            self.pss_kib = max(self.pss_kib, pss)
+            if pss > self.pss_kib:
+                self.pss_kib, self.at_peak = pss, sorted(parts, reverse=True)
 
     def __enter__(self) -> PeakRSS:
         self._thread = threading.Thread(target=self._sample, daemon=True)
@@ -102,6 +127,10 @@ def main(argv: list[str]) -> int:
     print(f"wall {time.perf_counter() - t0:.1f} s; peak PSS {peak.pss_mib:.0f} MiB for the process "
           f"tree (RSS summed {peak.total_mib:.0f} MiB, shared pages counted per process), largest "
           f"process {peak.largest_mib:.0f} MiB; exit {rc}")
+    print("at the peak, by process (PSS MiB, pid, role):")
+    for kib, pid, what in peak.at_peak:
+        if kib >= 1024:
+            print(f"  {kib / 1024:7.0f}  {pid:>7}  {what}")
     return rc
 
 
