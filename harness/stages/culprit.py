@@ -113,14 +113,10 @@ _PASS = re.compile(r"running the '(\w+)' pass")
 _FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\w+)')
 
 
-def lowering_component(phase: str | None, message: str, traceback: str = "") -> str:
-    """Where a LOWER_ERROR came from: the pass named by ExecuTorch's pass manager, else the
-    innermost ExecuTorch frame of the traceback (partitioner, preprocess, to_executorch)."""
-    message = message or ""
-    if phase == "quantize" or "QuantUnsupported" in message:
-        return "quantizer"
-    if phase == "export":
-        return "export"
+def _lowering_named(message: str) -> str:
+    """The component a lowering error's message itself names ("" when it names none): our
+    own setup, the pass ExecuTorch's pass manager was running, to_executorch's out-variant
+    check, the quantizer."""
     if "SetupError" in message:
         return "harness"
     m = _PASS.search(message)
@@ -128,6 +124,22 @@ def lowering_component(phase: str | None, message: str, traceback: str = "") -> 
         return f"lowering:{m.group(1)}"
     if "Missing out variants" in message:
         return "to_executorch"
+    if "annotated no op" in message or "QuantUnsupported" in message:
+        return "quantizer"
+    return ""
+
+
+def lowering_component(phase: str | None, message: str, traceback: str = "") -> str:
+    """Where a LOWER_ERROR came from: the pass named by ExecuTorch's pass manager, else the
+    innermost ExecuTorch frame of the traceback (partitioner, preprocess, to_executorch)."""
+    message = message or ""
+    if phase == "quantize":
+        return "quantizer"
+    if phase == "export":
+        return "export"
+    named = _lowering_named(message)
+    if named:
+        return named
     frames = _FRAME.findall(traceback or "")
     for path, _, func in reversed(frames):  # innermost first
         p = path.replace("\\", "/")
@@ -277,15 +289,7 @@ def key_component(status: str, message: str) -> str:
                     else f"portable:{m.group(1)}")
         return ""
     if status == "LOWER_ERROR":
-        if "SetupError" in message:
-            return "harness"
-        m = _PASS.search(message)
-        if m:
-            return f"lowering:{m.group(1)}"
-        if "Missing out variants" in message:
-            return "to_executorch"
-        if "annotated no op" in message or "QuantUnsupported" in message:
-            return "quantizer"
+        return _lowering_named(message)
     return ""
 
 
