@@ -48,7 +48,7 @@ def check(dirs: list[Path]) -> list[RunHeader]:
             raise MergeError(f"{d}: not a shard (its run has no --shard)")
     n = {int(h.shard.split("/")[1]) for h in headers}
     if len(n) != 1:
-        raise MergeError(f"shards of different splits: {sorted(h['shard'] for h in headers)}")
+        raise MergeError(f"shards of different splits: {sorted(h.shard for h in headers)}")
     n = n.pop()
     ks = sorted(int(h.shard.split("/")[0]) for h in headers)
     if ks != list(range(1, n + 1)):
@@ -82,7 +82,7 @@ def merge(dirs: list[Path], out: Path) -> int:
         expected = {runner.cell_key(c, lane) for c, lane in runner.cells(cases, config)}
         got = {CellResult.from_row(r).key: CellResult.from_row(r) for r in read.rows}
         if set(got) != expected:
-            raise MergeError(f"{d} (shard {h['shard']}) is incomplete: {len(expected & set(got))}"
+            raise MergeError(f"{d} (shard {h.shard}) is incomplete: {len(expected & set(got))}"
                              f" of {len(expected)} cells; finish it with --resume {d}")
         rows.update(got)
     config.shard = None
