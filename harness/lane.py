@@ -1,15 +1,42 @@
 """A lane: the (backend, fix set, device) a cell runs on. One record, one spelling each way.
 
-- ``name``: ``vulkan``, ``vulkan+vulkan-conv-padding``, ``vulkan@h200+a,b`` — the key in case
-  files' expectations, JUnit's classname and the command lines; ``Lane.parse`` reads it back.
-- ``label``: ``vulkan (stock)``, ``vulkan +vulkan-conv-padding`` — what tables and the report show.
+- ``name``: ``vulkan``, ``vulkan+vulkan-conv-padding``, ``vulkan@h200+a,b`` — the full key (every
+  fix spelled out) in case files' expectations and findings.json; ``Lane.parse`` reads it back.
+- ``short(all_fixes)``: what people read and type back (tables, the report, the console, JUnit,
+  case files): ``vulkan``, ``vulkan+fixes`` (every fix that applies to the backend, as ``--fixes
+  all`` makes), ``vulkan+vk-dw-edge-pad`` (one fix, as ``--fixes each`` makes); any other set
+  keeps the comma form. Which fixes are "all" is the fix registry's to say, a floor above this
+  one: the caller passes them (results/lanes.py does), or ``use_all_fixes`` installs a resolver
+  that ``parse`` uses for ``+fixes`` when none is passed.
+- ``label``: ``vulkan (stock)``, ``vulkan +vulkan-conv-padding`` — the older long label.
 - ``backend_column`` / ``fixes_column``: the matrix's ``backend`` (with ``@device``) and
   ``fixes`` (comma-joined, "" for stock) columns; ``Lane.of(backend_column, fixes_column)``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+
+ALL = "fixes"  # the short name's fix part for "every fix of the backend"
+
+# backend -> every fix that applies to it; a mapping or a function. Set by a floor that knows the
+# fix registry (results/lanes.py); None: ``+fixes`` cannot be read without one passed in.
+AllFixes = Mapping[str, Iterable[str]] | Callable[[str], Iterable[str]]
+_all_fixes: AllFixes | None = None
+
+
+def use_all_fixes(resolver: AllFixes | None) -> None:
+    """Install what ``Lane.parse`` reads ``BACKEND+fixes`` with when no ``all_fixes`` is passed."""
+    global _all_fixes
+    _all_fixes = resolver
+
+
+def _every_fix(all_fixes: AllFixes | None, backend: str) -> tuple[str, ...] | None:
+    if all_fixes is None:
+        return None
+    got = all_fixes(backend) if callable(all_fixes) else all_fixes.get(backend, ())
+    return tuple(sorted(set(got or ())))
 
 
 @dataclass(frozen=True)
@@ -31,9 +58,30 @@ class Lane:
         return cls(backend, tuple(fixes), device or None)
 
     @classmethod
-    def parse(cls, name: str) -> Lane:
-        head, _, fixes = name.partition("+")
+    def parse(cls, name: str, all_fixes: AllFixes | None = None) -> Lane:
+        """A lane's name, short (``vulkan+fixes``) or full (``vulkan+a,b``), -> the lane.
+        ``+fixes`` needs to know every fix of the backend: ``all_fixes``, else the installed
+        resolver; ValueError (one line) when neither is there."""
+        head, _, fixes = name.strip().partition("+")
+        if fixes.strip() == ALL:
+            backend = head.partition("@")[0]
+            every = _every_fix(all_fixes if all_fixes is not None else _all_fixes, backend)
+            if every is None:
+                raise ValueError(f"lane {name!r}: which fixes '+{ALL}' means is not known here "
+                                 "(pass all_fixes, or import harness.results.lanes)")
+            if not every:
+                raise ValueError(f"lane {name!r}: no fix applies to {backend}")
+            return cls.of(head, every)
         return cls.of(head, fixes)
+
+    def short(self, all_fixes: AllFixes | None = None) -> str:
+        """The name people read and type back: ``BACKEND+fixes`` when the lane has every fix that
+        applies to its backend (``all_fixes``: backend -> those fixes), else ``name`` (stock, one
+        fix, or any other set in the comma form). ``Lane.parse`` reads either back."""
+        every = _every_fix(all_fixes, self.backend)
+        if self.fixes and every and self.fixes == every:
+            return f"{self.backend_column}+{ALL}"
+        return self.name
 
     @property
     def backend_column(self) -> str:

@@ -52,8 +52,8 @@ def test_run_case_file_on_both_backends(tmp_path, case_file, vulkan_runtime):
         assert_executed(row._asdict())
     # what the run prints and writes is what its rows say
     stock, fixed = got[("vulkan", "")].status, got[("vulkan", "vulkan-conv-padding")].status
-    assert (f"vulkan-conv-padding on vulkan: changed 1/1 cells: {stock}->{fixed} x1" if
-            stock != fixed else "vulkan-conv-padding on vulkan: no-op here (1 cells") in proc.stdout
+    assert (f"vulkan+vulkan-conv-padding: changed 1/1 cells: {stock}->{fixed} x1" if
+            stock != fixed else "vulkan+vulkan-conv-padding: no-op here (1 cells") in proc.stdout
     assert "static contract check vs the runtime" in proc.stdout
     assert len(open(out / "journal.jsonl").readlines()) == len(df)
     not_ok = [r for r in got.values() if r.status not in ("PASS", "NO_RUNTIME")]

@@ -192,7 +192,7 @@ def test_releases_view_counts_and_transitions(release_runs, tmp_path):
     assert "executorch 1.4.1 -> executorch 1.5.1: regressed 1, fixed 0" in proc.stdout
     data = json.loads((out / "releases.json").read_text())
     assert data["releases"] == ["executorch 1.3.1", "executorch 1.4.1", "executorch 1.5.1"]
-    assert data["counts"]["xnnpack (stock)"]["executorch 1.3.1"] == "NOT_DELEGATED 1, PASS 1"
+    assert data["counts"]["xnnpack"]["executorch 1.3.1"] == "NOT_DELEGATED 1, PASS 1"
     fixed = [t for t in data["transitions"] if t["change"] == "fixed"]
     assert len(fixed) == 1 and fixed[0]["message_old"] == "outside the delegate: x"
     bad = harness("diff", release_runs[0], release_runs[1], tmp_path / "absent", "--out", out)

@@ -99,9 +99,8 @@ def test_agreement_table_counts_predictions_against_the_runtime(vk_run):
     """The table counts, per lane, what the rows say: written again here from the rows."""
     out, cells = vk_run
     table = matrix.agreement(matrix.read(out)).set_index("lane")
-    assert set(table.index) <= {"vulkan (stock)", "vulkan +vulkan-conv-padding"}, table
-    for label, fixes in (("vulkan (stock)", ""), ("vulkan +vulkan-conv-padding",
-                                                   "vulkan-conv-padding")):
+    assert set(table.index) <= {"vulkan", "vulkan+vulkan-conv-padding"}, table
+    for label, fixes in (("vulkan", ""), ("vulkan+vulkan-conv-padding", "vulkan-conv-padding")):
         ran = [r for (_, f), r in cells.items() if f == fixes and (
             r.status in ("PASS", "MISMATCH", "RUNTIME_ERROR", "CRASH")
             or (r.status == "NOT_DELEGATED" and r.run_time_s is not None))]

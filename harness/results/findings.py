@@ -424,7 +424,11 @@ def shrink_line(tries: int, seconds: float) -> str:
     return f"shrink: {tries} tries in {round(seconds, 1)} s, {per_minute(tries, seconds)} tries/min"
 
 
-def markdown(findings: list[Finding], cells_not_pass: int) -> str:
+def markdown(findings: list[Finding], cells_not_pass: int, legend: list[str] | None = None) -> str:
+    """findings.md: one table row per finding, lanes by their short names (``vulkan+fixes``);
+    ``legend``: the lines saying which fixes a short name stands for (results/lanes.py)."""
+    from harness.results import lanes as lane_names
+
     lines = [f"### convconf: {len(findings)} findings from {cells_not_pass} cells that are not "
              "PASS/NO_RUNTIME", "",
              "| id | lane | status | cells | upstream | component | deciding (variants run) | rule "
@@ -432,7 +436,7 @@ def markdown(findings: list[Finding], cells_not_pass: int) -> str:
              "where wrong |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for f in findings:
-        fixed = ", ".join(f"{k} {v}" for k, v in f.fixed_by.items()) or "-"
+        fixed = ", ".join(f"{_fix_set_name(f, k)} {v}" for k, v in f.fixed_by.items()) or "-"
         sig = f.signature.replace("|", "\\|")[:140]
         small = (f.minimal or {}).get("case_id") or (f.minimal or {}).get("note") or "-"
         if f.minimal and f.minimal.get("tries") is not None:
@@ -441,7 +445,8 @@ def markdown(findings: list[Finding], cells_not_pass: int) -> str:
             f" [picture]({f.picture})" if f.picture else "")
         deciding = (", ".join(f.deciding) or "none found") if f.diagnosis else "-"
         said = (f"`{f.runtime_line.replace('|', '/')[:200]}`" if f.runtime_line else "-")
-        lanes = ("; ".join(f"{lane}: {len(ids)}" for lane, ids in f.cells_by_lane.items())
+        lanes = ("; ".join(f"{lane_names.short(Lane.parse(lane))}: {len(ids)}"
+                           for lane, ids in f.cells_by_lane.items())
                  if f.cells_by_lane else f.backend)
         lines.append(f"| {f.id} | {lanes} | {f.status} | {f.count} | {f.known} | "
                      f"`{f.component or '-'}` | {deciding} | {rule_text(f)} | {fixed} | {small} | "
@@ -466,7 +471,18 @@ def markdown(findings: list[Finding], cells_not_pass: int) -> str:
             lines += [f"**{f.id}** ({f.example['case_id']} on {f.example['backend']}"
                       f"{' + ' + f.example['fixes'] if f.example['fixes'] else ''}): "
                       f"{f.error_pattern}", "", f"![{f.id}]({f.picture})", ""]
+    if legend:
+        lines += ["", "#### Lanes", ""] + [f"- `{line}`" for line in legend]
     return "\n".join(lines) + "\n"
+
+
+def _fix_set_name(f: Finding, fixes: str) -> str:
+    """A ``fixed_by`` key (a fix set, comma-joined) as the short name of the lane it makes on the
+    finding's backend that the fixes apply to (``vulkan+fixes``)."""
+    from harness.results import lanes as lane_names
+
+    names = [lane_names.short(b, fixes) for b in f.backend.split(",")]
+    return next((n for n in names if n.endswith("+" + "fixes")), names[0])
 
 
 def draw_pictures(run_dir: Path, found: list[Finding]) -> int:
@@ -515,7 +531,10 @@ def write(run_dir: Path, cells: list[CellResult], found: list[Finding]) -> None:
     draw_pictures(run_dir, found)
     (run_dir / "findings.json").write_text(json.dumps(
         {"cells_not_pass": not_pass, "findings": [asdict(f) for f in found]}, indent=1))
-    md = markdown(found, not_pass)
+    from harness.results import lanes as lane_names
+
+    md = markdown(found, not_pass, lane_names.legend_lines(
+        {Lane.of(c.backend, c.fixes) for c in cells}))
     (run_dir / "findings.md").write_text(md)
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary:

@@ -22,8 +22,10 @@ def write(run_dir: Path, df: pd.DataFrame, verdict: pd.Series | None = None) -> 
     """``verdict`` (baseline.classify): a known failure is <skipped> ("known: F-..."), not a
     <failure>, so CI goes red only for new ones."""
     root = ET.Element("testsuites", name="convconf")
-    lanes = df.assign(lane=[Lane.of(b, f).name for b, f in zip(df["backend"], df["fixes"],
-                                                               strict=True)])
+    from harness.results import lanes as lane_names  # short names: vulkan+fixes
+
+    lanes = df.assign(lane=[lane_names.short(Lane.of(b, f)) for b, f in
+                            zip(df["backend"], df["fixes"], strict=True)])
     totals = {"tests": 0, "failures": 0, "skipped": 0}
     known = (verdict.str.startswith("known") if verdict is not None
              else pd.Series(False, index=df.index))

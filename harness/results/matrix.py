@@ -89,17 +89,20 @@ def fix_effects(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def fix_summary_lines(df: pd.DataFrame) -> list[str]:
+    """Per fixed lane (its short name), what its fixes changed against stock."""
+    from harness.results import lanes
+
     effects = fix_effects(df)
     lines = []
     for (fixes, backend), group in effects.groupby(["fixes", "backend"]):
         changed = group[group["from"] != group["to"]]
         total = int(group["cells"].sum())
+        name = lanes.short(backend, fixes)
         if changed.empty:
-            lines.append(f"{fixes} on {backend}: no-op here ({total} cells, none changed status)")
+            lines.append(f"{name}: no-op here ({total} cells, none changed status)")
             continue
         moves = ", ".join(f"{r['from']}->{r['to']} x{r['cells']}" for _, r in changed.iterrows())
-        lines.append(f"{fixes} on {backend}: changed {int(changed['cells'].sum())}/{total} "
-                     f"cells: {moves}")
+        lines.append(f"{name}: changed {int(changed['cells'].sum())}/{total} cells: {moves}")
     return lines
 
 
@@ -128,8 +131,10 @@ def agreement(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def lane_names(df: pd.DataFrame) -> pd.Series:
-    """Each row's lane label (lane.py), for tables."""
-    return pd.Series([Lane.of(b, f).label for b, f in zip(df["backend"], df["fixes"], strict=True)],
+    """Each row's short lane name (``vulkan+fixes``; results/lanes.py), for tables."""
+    from harness.results import lanes
+
+    return pd.Series([lanes.short(b, f) for b, f in zip(df["backend"], df["fixes"], strict=True)],
                      index=df.index, name="lane", dtype=object)
 
 
@@ -144,5 +149,7 @@ def isolation_lines(df: pd.DataFrame) -> list[str]:
     if "isolation" not in df.columns:
         return []
     odd = df[df["isolation"].fillna("").str.startswith("DIFFERS")]
-    return [f"{r.case_id} on {Lane.of(r.backend, r.fixes).name}: {r.isolation}"
+    from harness.results import lanes
+
+    return [f"{r.case_id} on {lanes.short(r.backend, r.fixes)}: {r.isolation}"
             for r in odd.itertuples()]

@@ -1,0 +1,57 @@
+"""Lane names as people read and type them (lane.py's ``short``), with the fix registry's word on
+which fixes are "all" of a backend: ``vulkan+fixes`` is the lane ``--fixes all`` makes. Importing
+this module installs that resolver for ``Lane.parse``, so ``Lane.parse("vulkan+fixes")`` reads.
+
+The full fix lists appear once, in a legend (``legend``): the report, findings.md, the console
+footer; matrix.csv's ``fixes`` column keeps them as data.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from harness import lane as lane_module
+from harness.lane import Lane
+
+
+@functools.lru_cache(maxsize=None)
+def all_fixes(backend: str) -> tuple[str, ...]:
+    """Every registered fix that applies to ``backend`` and that the installed ExecuTorch can run:
+    what ``--fixes all`` gives the backend's lane."""
+    from harness.stages import fixes as fix_registry
+
+    return tuple(sorted(fix_registry.for_backend(fix_registry.parse("all"), backend)))
+
+
+lane_module.use_all_fixes(all_fixes)
+
+
+def short(lane: Lane | str, fixes: str | tuple | list | None = None) -> str:
+    """A lane (or its matrix ``backend``/``fixes`` columns) -> its short name."""
+    if not isinstance(lane, Lane):
+        lane = Lane.of(lane, fixes)
+    return lane.short(all_fixes)
+
+
+def parse(name: str) -> Lane:
+    return Lane.parse(name, all_fixes)
+
+
+def legend(lanes) -> list[tuple[str, str]]:
+    """[(short name, the fixes it stands for, comma-joined)] for every lane whose short name
+    does not spell its fixes out (``vulkan+fixes``), in lane order."""
+    out = {}
+    for lane in sorted(set(lanes)):
+        name = short(lane)
+        if lane.fixes and name != lane.name:
+            out[name] = ", ".join(lane.fixes)
+    return list(out.items())
+
+
+def legend_lines(lanes) -> list[str]:
+    return [f"{name} = {fixes}" for name, fixes in legend(lanes)]
+
+
+def of_frame(df) -> list[Lane]:
+    """The lanes of a matrix (its ``backend``/``fixes`` columns)."""
+    return sorted({Lane.of(b, f) for b, f in zip(df["backend"], df["fixes"], strict=True)})
