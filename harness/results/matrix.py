@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from harness.lane import Lane
+from harness.results import lanes  # also installs what Lane.parse reads "+fixes" with
 from harness.runfolder import atomic_write
 from harness.spec import FIELDS
 from harness.status import ORDER
@@ -90,8 +91,6 @@ def fix_effects(df: pd.DataFrame) -> pd.DataFrame:
 
 def fix_summary_lines(df: pd.DataFrame) -> list[str]:
     """Per fixed lane (its short name), what its fixes changed against stock."""
-    from harness.results import lanes
-
     effects = fix_effects(df)
     lines = []
     for (fixes, backend), group in effects.groupby(["fixes", "backend"]):
@@ -132,8 +131,6 @@ def agreement(df: pd.DataFrame) -> pd.DataFrame:
 
 def lane_names(df: pd.DataFrame) -> pd.Series:
     """Each row's short lane name (``vulkan+fixes``; results/lanes.py), for tables."""
-    from harness.results import lanes
-
     return pd.Series([lanes.short(b, f) for b, f in zip(df["backend"], df["fixes"], strict=True)],
                      index=df.index, name="lane", dtype=object)
 
@@ -149,7 +146,5 @@ def isolation_lines(df: pd.DataFrame) -> list[str]:
     if "isolation" not in df.columns:
         return []
     odd = df[df["isolation"].fillna("").str.startswith("DIFFERS")]
-    from harness.results import lanes
-
     return [f"{r.case_id} on {lanes.short(r.backend, r.fixes)}: {r.isolation}"
             for r in odd.itertuples()]
