@@ -7,7 +7,7 @@ HYPOTHESIS_PROFILE=nightly runs hundreds of examples per property.
 import logging
 import os
 import shutil
-import warnings
+from harness.chatter import hide_lowering_chatter
 
 import pytest
 
@@ -19,7 +19,7 @@ settings.register_profile("nightly", max_examples=400, deadline=None, print_blob
                           suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
-warnings.filterwarnings("ignore")
+hide_lowering_chatter()  # the stack under test's chatter; a warning of ours still shows
 logging.getLogger().setLevel(logging.WARNING)
 
 

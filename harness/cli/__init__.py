@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import sys
-import warnings
 
 from harness.cli import bisect
 from harness.cli import cases
@@ -16,6 +15,7 @@ from harness.cli import fixes
 from harness.cli import native
 from harness.cli import results
 from harness.cli import run
+from harness.chatter import hide_lowering_chatter
 from harness.cli.common import EXIT_USAGE, Parser, UsageError
 
 
@@ -25,20 +25,6 @@ def build_parser() -> Parser:
     for commands in (run, results, native, cases, fixes, bisect):
         commands.add_parsers(sub)
     return p
-
-
-# What lowering says that is not the user's business: deprecation notices and advice from the
-# stack under test (torch, torchao, executorch; pytree's FutureWarning surfaces in copyreg, the
-# wheel's resource reads in importlib.resources) -- e.g. torch's "padding='same' with even
-# kernel lengths ..." for the odd convolutions the harness builds on purpose. Everything else,
-# a user's warning or our own, shows.
-NOISY_MODULES = r"(torch|torchao|executorch|copyreg|importlib\.resources)(\.|$)"
-NOISY_CATEGORIES = (DeprecationWarning, PendingDeprecationWarning, FutureWarning, UserWarning)
-
-
-def hide_lowering_chatter() -> None:
-    for category in NOISY_CATEGORIES:
-        warnings.filterwarnings("ignore", category=category, module=NOISY_MODULES)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -50,9 +50,10 @@ def _init(log_dir: str | None, threads: int, on_start: Callable | None = None,
           on_start_args: tuple = ()) -> None:
     global _LOG_DIR
     import logging
-    import warnings
 
-    warnings.filterwarnings("ignore")
+    from harness.chatter import hide_lowering_chatter
+
+    hide_lowering_chatter()
     logging.disable(logging.WARNING)
     if log_dir:
         _LOG_DIR = Path(log_dir)
