@@ -1,9 +1,11 @@
 """Report, repro scripts and diff, on a real (small) run."""
 
 import json
+import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -318,4 +320,86 @@ def test_findings_section_shows_the_pictures_in_chromium(mismatch_run, tmp_path,
         shot = tmp_path / "findings.png"
         page.locator("#findings").screenshot(path=str(shot))  # kept out of git (tmp)
         assert shot.stat().st_size > 20_000  # the pictures are in it, not an empty table
+        browser.close()
+
+
+# --- issue 40: a real run (every fix, against the nightly baseline) read as a reviewer reads it
+
+ROOT = Path(__file__).resolve().parents[1]
+SCREENSHOTS = ROOT / "docs" / "screenshots"
+
+
+@pytest.fixture(scope="module")
+def real_run(tmp_path_factory, vulkan_runtime):
+    """``harness run`` as README's command 1 runs it (smaller), on a 100-column console."""
+    out = tmp_path_factory.mktemp("real") / "run"
+    env = {**os.environ, "COLUMNS": "100"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness", "run", "--out", str(out), "--max-examples", "6",
+         "--seed", "0", "--fixes", "all", "--no-progress", "--vulkan-runtime",
+         vulkan_runtime.library, "--baseline", str(ROOT / "cases" / "expectations" / "nightly.json")],
+        capture_output=True, text=True, timeout=1200, env=env)
+    assert proc.returncode in (0, 1), proc.stderr[-3000:]  # 1: a finding the baseline lacks
+    return out, proc.stdout
+
+
+def test_every_line_the_run_prints_fits_100_columns(real_run):
+    out, stdout = real_run
+    lines = stdout.splitlines()
+    assert max(map(len, lines)) <= 100, max(lines, key=len)
+    # the short table per lane, the findings' titles, the legend of the short names
+    assert any(line.startswith("vulkan+fixes ") for line in lines)
+    found = json.loads((out / "findings.json").read_text())["findings"]
+    assert all(any(f["id"] in line for line in lines) for f in found)
+    assert any(line.startswith("lane vulkan+fixes = ") for line in lines)
+
+
+@pytest.mark.browser
+def test_the_report_at_1280_px_has_a_summary_that_matches_the_matrix(real_run, chromium):
+    import pandas as pd
+
+    from harness.results import lanes
+    from harness.status import Status
+
+    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install -e '.[test]'")
+    out, _ = real_run
+    df = pd.read_csv(out / "matrix.csv", keep_default_na=False)
+    want = {}
+    for (backend, fixes), sub in df.groupby(["backend", "fixes"]):
+        counts = sub["status"].value_counts()
+        want[lanes.short(backend, fixes)] = {"cells": len(sub), **{s: int(n) for s, n in counts.items()}}
+    html = (out / "report.html").read_text()
+    assert str(Path.home()) + "/" not in html  # paths: relative to the run folder or ~
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync", "--no-first-run"])
+        page = browser.new_page(viewport={"width": 1280, "height": 800})
+        page.goto((out / "report.html").as_uri())
+        # nothing scrolls sideways
+        assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+        # the summary comes first, then findings, matrix, coverage, cells
+        order = page.evaluate("""['summary-title', 'findings-title', 'matrix-title', 'coverage-title',
+            'cells-title'].map(id => document.getElementById(id).getBoundingClientRect().top)""")
+        assert order == sorted(order)
+        got = page.evaluate("""Array.from(document.querySelectorAll('#summary tr.lane')).map(tr =>
+            [tr.dataset.lane, Object.fromEntries(Array.from(tr.querySelectorAll('td[data-status]'))
+              .map(td => [td.dataset.status, Number(td.textContent)]))])""")
+        assert {lane for lane, _ in got} == set(want) and "vulkan+fixes" in want
+        for lane, numbers in got:
+            for status, n in numbers.items():
+                if status in ("new", "known"):
+                    continue
+                assert n == want[lane].get(status, 0), (lane, status, n, want[lane])
+            assert numbers["new"] + numbers["known"] == sum(
+                n for s, n in want[lane].items() if s != "cells" and Status(s).is_finding)
+        largest = page.locator("#largest tr.largest")
+        assert 1 <= largest.count() <= 5
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        for name in ("summary", "findings", "matrix"):
+            box = page.locator(f"#{name}-section").bounding_box()
+            assert box["x"] + box["width"] <= 1280
+            page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True, clip={
+                "x": 0, "y": box["y"] - 8, "width": 1280, "height": min(box["height"] + 16, 1400)})
+            assert (SCREENSHOTS / f"{name}.png").stat().st_size > 10_000
         browser.close()

@@ -29,24 +29,92 @@ def read_matrix(path: Path):
         raise UsageError(str(e)) from None
 
 
+def width() -> int:
+    """The console's width ($COLUMNS, else the terminal's, else 100): every line the run prints
+    fits it; the full tables stay in the files."""
+    import shutil
+
+    return max(40, shutil.get_terminal_size((100, 24)).columns)
+
+
+def say(line: str = "", indent: int = 2) -> None:
+    """Print one line, wrapped to the console's width (continuations indented)."""
+    import textwrap
+
+    if len(line) <= width():
+        print(line)
+        return
+    for part in textwrap.wrap(line, width(), subsequent_indent=" " * indent,
+                              break_long_words=True, break_on_hyphens=False):
+        print(part)
+
+
+def shown(path) -> str:
+    """A path as the console shows it: ``~`` for the home folder."""
+    text, home = str(path), str(Path.home())
+    return "~" + text[len(home):] if home != "/" and (text + "/").startswith(home + "/") else text
+
+
+def lane_table(df) -> list[str]:
+    """Per lane (its short name): cells, PASS, and every other status with its count."""
+    from harness.results import matrix
+
+    counts = matrix.status_counts(df)
+    name_w = max([len("lane")] + [len(str(i)) for i in counts.index])
+    lines = [f"{'lane':<{name_w}}  cells  PASS  not PASS"]
+    for lane, row in counts.iterrows():
+        others = ", ".join(f"{s} {int(n)}" for s, n in row.items() if s != Status.PASS and n)
+        lines.append(f"{lane:<{name_w}}  {int(row.sum()):>5}  {int(row.get(Status.PASS, 0)):>4}  "
+                     f"{others or '-'}")
+    return lines
+
+
 def print_summary(df, out: Path) -> None:
+    """The run's console summary: a short table per lane, what the fixes changed, the contract
+    check in one line per lane; every line fits the console (``width``)."""
     from harness.results import matrix
 
     print()
-    print(matrix.status_counts(df).to_string())
+    for line in lane_table(df):
+        say(line, indent=4)
     for line in matrix.fix_summary_lines(df):
-        print(line)
+        say(line)
     agree = matrix.agreement(df)
     if len(agree):
-        print("\nstatic contract check vs the runtime (executed cells):")
-        print(agree.to_string(index=False))
+        say("static contract check vs the runtime (executed cells; flagged: predicted to fail):")
+        name_w = max(len(str(n)) for n in agree["lane"])
+        for r in agree.itertuples():
+            say(f"  {r.lane:<{name_w}}  {r.executed} executed; flagged: "
+                f"{r.predicted_and_failed} failed, {r.predicted_but_passed} passed; not flagged: "
+                f"{r.unpredicted_failures} failed, {r.clean_and_passed} passed", 4)
     for line in matrix.isolation_lines(df):
-        print(f"isolation finding: {line}")
+        say(f"isolation finding: {line}")
     skew = (RunFolder(out).header_or_empty().vulkan or {}).get("skew_note")
     failed = df[(df.backend == "vulkan") & df.status.isin([Status.RUNTIME_ERROR, Status.CRASH, Status.MISMATCH])]
     if skew and len(failed):
-        print(f"note: {len(failed)} Vulkan cell(s) failed at runtime; {skew}")
-    print(f"{len(df)} cells -> {out / 'matrix.csv'}")
+        say(f"note: {len(failed)} Vulkan cell(s) failed at runtime; {skew}")
+    say(f"{len(df)} cells -> {shown(out / 'matrix.csv')}")
+
+
+def print_legend(df) -> None:
+    """The console footer: which fixes each short lane name stands for."""
+    from harness.results import lanes
+
+    for line in lanes.legend_lines(lanes.of_frame(df)):
+        say(f"lane {line}", indent=4)
+
+
+def print_findings(found: list) -> None:
+    """Each finding's one-line title (id, lanes, status, cells, culprit), cut to the width."""
+    from harness.lane import Lane
+    from harness.results import lanes
+
+    for f in found:
+        where = (", ".join(lanes.short(Lane.parse(n)) for n in f.cells_by_lane)
+                 if f.cells_by_lane else ", ".join(lanes.short(Lane.parse(n)) for n in f.lanes))
+        line = (f"  {f.id} {f.status} x{f.count} on {where}"
+                + (f" [{f.component}]" if f.component else "") + f": {' '.join(f.signature.split())}")
+        print(line if len(line) <= width() else line[:width() - 1] + "…")
 
 
 def check_known_issues() -> None:
@@ -60,7 +128,8 @@ def check_known_issues() -> None:
         raise UsageError(str(e)) from None
 
 
-def write_report(out: Path, html: bool = True, verdict=None, first_seen=None) -> None:
+def write_report(out: Path, html: bool = True, verdict=None, first_seen=None,
+                 baseline_ids=None) -> None:
     """Everything derived from the run's cells (read once), with its findings computed once:
     repro scripts, findings.json/md and pictures/, junit.xml, report.html."""
     from harness.record import CellResult
@@ -73,11 +142,14 @@ def write_report(out: Path, html: bool = True, verdict=None, first_seen=None) ->
     found = findings.find(cells, out, first_seen)
     findings.write(out, cells, found)
     junit.write(out, df, verdict)
-    print(f"{len(found)} findings -> {out / 'findings.md'}; junit -> {out / 'junit.xml'}")
+    say(f"{len(found)} findings -> {shown(out / 'findings.md')}; junit -> "
+        f"{shown(out / 'junit.xml')}")
+    print_findings(found)
     header = RunFolder(out).header_or_empty()
     covered = coverage.write(out, cells, header)
     for line in coverage.summary_lines(covered):
-        print(line)
+        say(line)
+    print_legend(df)
     if html:
-        path = report.write(out, df, header, found, covered)
-        print(f"report -> {path} ({scripts} repro scripts in {out / 'repro'})")
+        path = report.write(out, df, header, found, covered, verdict, baseline_ids)
+        say(f"report -> {shown(path)} ({scripts} repro scripts in {shown(out / 'repro')})")

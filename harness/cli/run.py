@@ -70,7 +70,8 @@ def cmd_run(args) -> int:
     shrunk = _investigate(args, out, config, df)
     verdict = _against_baseline(df, base)
     write_report(out, html=not args.no_report, verdict=verdict,
-                 first_seen=base.first_seen if base else None)
+                 first_seen=base.first_seen if base else None,
+                 baseline_ids=base.finding_ids if base else None)
     if args.save_failures:
         from harness.results.corpus import save_failures
 

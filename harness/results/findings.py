@@ -436,7 +436,7 @@ def markdown(findings: list[Finding], cells_not_pass: int, legend: list[str] | N
              "where wrong |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for f in findings:
-        fixed = ", ".join(f"{_fix_set_name(f, k)} {v}" for k, v in f.fixed_by.items()) or "-"
+        fixed = ", ".join(f"{fix_set_name(f, k)} {v}" for k, v in f.fixed_by.items()) or "-"
         sig = f.signature.replace("|", "\\|")[:140]
         small = (f.minimal or {}).get("case_id") or (f.minimal or {}).get("note") or "-"
         if f.minimal and f.minimal.get("tries") is not None:
@@ -476,7 +476,7 @@ def markdown(findings: list[Finding], cells_not_pass: int, legend: list[str] | N
     return "\n".join(lines) + "\n"
 
 
-def _fix_set_name(f: Finding, fixes: str) -> str:
+def fix_set_name(f: Finding, fixes: str) -> str:
     """A ``fixed_by`` key (a fix set, comma-joined) as the short name of the lane it makes on the
     finding's backend that the fixes apply to (``vulkan+fixes``)."""
     from harness.results import lanes as lane_names

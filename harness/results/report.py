@@ -19,6 +19,7 @@ from harness.header import RunHeader
 from harness.record import CellResult
 from harness.results import coverage
 from harness.results import findings
+from harness.results import lanes
 from harness.results import matrix
 from harness.lane import Lane
 from harness.runfolder import RunFolder
@@ -60,9 +61,9 @@ def _spatial(v):
 
 def heatmap(df: pd.DataFrame) -> dict:
     groups = sorted(df["group"].unique())
-    order = {Lane.of(b, f).label: Lane.of(b, f) for b, f in zip(df["backend"], df["fixes"],
-                                                                strict=True)}
-    lanes = sorted(df["lane"].unique(), key=order.get)
+    order = {lanes.short(Lane.of(b, f)): Lane.of(b, f) for b, f in zip(df["backend"], df["fixes"],
+                                                                       strict=True)}
+    columns = sorted(df["lane"].unique(), key=order.get)
     cells = {}
     for (g, l), sub in df.groupby(["group", "lane"]):
         counts = sub["status"].value_counts().to_dict()
@@ -71,13 +72,15 @@ def heatmap(df: pd.DataFrame) -> dict:
         cells[(g, l)] = {"counts": counts, "worst": worst, "color": COLORS[worst],
                          "text": f"{passed}/{len(sub)}", "title": ", ".join(
                              f"{k} {v}" for k, v in sorted(counts.items()))}
-    return {"groups": groups, "lanes": lanes, "cells": cells}
+    return {"groups": groups, "lanes": columns, "cells": cells}
 
 
 def write(run_dir: str | os.PathLike, df: pd.DataFrame | None = None, header: RunHeader | dict | None = None,
-          found: list | None = None, covered: coverage.Coverage | None = None) -> Path:
+          found: list | None = None, covered: coverage.Coverage | None = None,
+          verdict: pd.Series | None = None, baseline_ids: set | None = None) -> Path:
     """report.html from the run's matrix, header, findings and coverage (each read or computed
-    here when not given: ``harness report DIR`` alone)."""
+    here when not given: ``harness report DIR`` alone). ``verdict`` (baseline.classify, per
+    cell) and ``baseline_ids`` (the baseline's finding ids): the summary's new / known / fixed."""
     folder = RunFolder(run_dir)
     run_dir = folder.path
     df = (matrix.read(run_dir) if df is None else df).copy()
@@ -89,7 +92,7 @@ def write(run_dir: str | os.PathLike, df: pd.DataFrame | None = None, header: Ru
         covered = coverage.compute([CellResult.from_row(r) for r in df.to_dict(orient="records")],
                                    header)
     df["group"] = df.apply(feature_group, axis=1)
-    df["lane"] = [Lane.of(b, f).label for b, f in zip(df["backend"], df["fixes"], strict=True)]
+    df["lane"] = matrix.lane_names(df)
     cells = []
     for i, r in enumerate(df.to_dict(orient="records")):
         script = folder.repro_path(r["case_id"], r["backend"], r["fixes"])
@@ -119,9 +122,12 @@ def write(run_dir: str | os.PathLike, df: pd.DataFrame | None = None, header: Ru
                       "repro": f"repro/{script.name}" if script.exists() else "",
                       "repro_cmd": f"python -m harness repro {r['case_id']} --backend "
                                    f"{r['backend']}" + (f" --fixes {r['fixes']}" if r["fixes"] else "")
-                                   + f" --dir {run_dir}"})
+                                   + f" --dir {shown_path(run_dir)}"})
     html = environment().get_template("report.html.j2").render(
-        header=header, findings=found, pictures=_pictures(folder, found), counts=matrix.status_counts(df), fix_lines=matrix.fix_summary_lines(df),
+        header=header, findings=found, pictures=_pictures(folder, found),
+        summary=summary(df, found, verdict, baseline_ids), fix_lines=matrix.fix_summary_lines(df),
+        path=lambda p: shown_path(p, run_dir), finding_lanes=finding_lanes,
+        fix_set_name=findings.fix_set_name, lane_of=lanes.short,
         agreement=matrix.agreement(df), isolation_lines=matrix.isolation_lines(df),
         heat=heatmap(df), cells=cells, colors=COLORS, statuses=[s.value for s in ORDER],
         backends=sorted(df["backend"].unique()), features=feature_filters(cells),
@@ -129,6 +135,58 @@ def write(run_dir: str | os.PathLike, df: pd.DataFrame | None = None, header: Ru
     out = run_dir / "report.html"
     out.write_text(html)
     return out
+
+
+def summary(df: pd.DataFrame, found: list, verdict: pd.Series | None = None,
+            baseline_ids: set | None = None, top: int = 5) -> dict:
+    """What the report opens with. Per lane (short name, lane order): cells, PASS, each other
+    status's count, and against a baseline the cells new (or regressed) and known; the
+    baseline's findings no longer seen (fixed); the ``top`` largest findings with their culprit;
+    the legend of the short names that stand for a fix list."""
+    order = {lanes.short(lane): lane for lane in lanes.of_frame(df)}
+    present = [s.value for s in ORDER if s != Status.PASS and (df["status"] == s.value).any()]
+    rows = []
+    for name, lane in order.items():
+        sub = df[(df["backend"] == lane.backend_column) & (df["fixes"] == lane.fixes_column)]
+        counts = sub["status"].value_counts()
+        row = {"lane": name, "cells": len(sub), "PASS": int(counts.get(Status.PASS.value, 0)),
+               "statuses": {s: int(counts.get(s, 0)) for s in present}}
+        if verdict is not None:
+            v = verdict.reindex(sub.index).fillna("")
+            row["new"] = int(v.str.startswith(("new", "regressed")).sum())
+            row["known"] = int(v.str.startswith("known").sum())
+        rows.append(row)
+    largest = sorted(found, key=lambda f: (-f.count, f.id))[:top]
+    fixed = sorted(set(baseline_ids or ()) - {f.id for f in found})
+    return {"rows": rows, "statuses": present, "baseline": verdict is not None,
+            "largest": largest, "fixed": fixed if baseline_ids is not None else None,
+            "legend": lanes.legend(order.values()), "findings": len(found),
+            "not_pass": int(sum(Status(s).is_finding for s in df["status"]))}
+
+
+def finding_lanes(f) -> str:
+    """A finding's lanes by their short names (with its cells per lane when it spans several)."""
+    if f.cells_by_lane:
+        return "; ".join(f"{lanes.short(Lane.parse(n))}: {len(ids)}"
+                         for n, ids in f.cells_by_lane.items())
+    return ", ".join(lanes.short(Lane.parse(n)) for n in f.lanes) or f.backend
+
+
+def shown_path(path, run_dir=None) -> str:
+    """A path as the report shows it: relative to the run folder when inside it, else with
+    ``~`` for the home folder."""
+    text = str(path or "")
+    if not text:
+        return text
+    if run_dir is not None:
+        try:
+            return str(Path(text).resolve().relative_to(Path(run_dir).resolve())) or "."
+        except ValueError:
+            pass
+    home = str(Path.home())
+    if home != "/" and (text + "/").startswith(home + "/"):
+        return "~" + text[len(home):]
+    return text
 
 
 def _pictures(folder: RunFolder, found: list) -> dict:
