@@ -233,3 +233,230 @@ def test_the_seed_fix_commit_and_its_parent(tmp_path):
     assert fixed.returncode == 1, fixed.stderr
     parent = harness(*common, "--commit", "10d3009521b0610ba9ce1bdb55ea662146129a97~1")
     assert parent.returncode == 0, parent.stderr
+
+
+# --- the bisect build tree: seeded from the stock build tree, built at its slot ---------------
+
+def _vk_repo(where: Path) -> Path:
+    """Two commits of a Vulkan runtime source: c2 changes one .cpp."""
+    repo = where / "et"
+    (repo / "backends/vulkan/runtime").mkdir(parents=True)
+    (repo / "backends/vulkan/serialization").mkdir(parents=True)
+    _git(repo, "init", "-q")
+    _git(repo, "config", "user.email", "t@example.com")
+    _git(repo, "config", "user.name", "t")
+    (repo / "version.txt").write_text("1.5.0\n")
+    (repo / "backends/vulkan/serialization/schema.fbs").write_text("table VkGraph {}\n")
+    (repo / "backends/vulkan/runtime/same.cpp").write_text("int same;\n")
+    for i in (1, 2):
+        (repo / "backends/vulkan/runtime/moved.cpp").write_text(f"int moved = {i};\n")
+        _git(repo, "add", "-A")
+        _git(repo, "commit", "-q", "-m", f"c{i} (#{i})")
+        _git(repo, "tag", f"c{i}")
+    return repo
+
+
+@pytest.fixture
+def fake_stock(tmp_path, monkeypatch):
+    """A cache with a stock plug-in entry (source.tar.gz of c1, old mtimes) and its build tree
+    parked as <name>-stock while a patched tree holds the slot; builds recorded, not run."""
+    from types import SimpleNamespace
+
+    from harness.runtimes import git_source, toolchain, vulkan, wheel as wheel_mod
+
+    repo = _vk_repo(tmp_path)
+    cache = tmp_path / "cache"
+    name = "9.9.9-" + _git(repo, "rev-parse", "c1")[:12]
+    entry = cache / "runtimes" / name
+    entry.mkdir(parents=True)
+    r = git_source.Repo(repo)
+    src, _ = git_source.vulkan_tree(r, r.rev("c1"), tmp_path / "stocksrc" / "executorch")
+    old = 1_600_000_000
+    with tarfile.open(entry / "source.tar.gz", "w:gz") as tf:
+        for p in sorted(src.rglob("*")):
+            if p.is_file():
+                info = tf.gettarinfo(str(p), arcname=str(p.relative_to(src)))
+                info.mtime = old
+                with open(p, "rb") as fh:
+                    tf.addfile(info, fh)
+    build = cache / "runtimes" / "build"
+    stock_tree = build / f"{name}-stock"
+    (stock_tree / "cmake").mkdir(parents=True)
+    (stock_tree / "native").mkdir()
+    (stock_tree / "cmake" / "CMakeCache.txt").write_text(
+        f"CMAKE_HOME_DIRECTORY:INTERNAL={build / name / 'native'}\n")
+    (stock_tree / "cmake" / "obj.o").write_text("stock object\n")
+    os.utime(stock_tree / "cmake" / "obj.o", (old + 10, old + 10))
+    (stock_tree / vulkan.TREE_OWNER).write_text(name + "\n")
+    slot = build / name
+    (slot / "cmake").mkdir(parents=True)
+    (slot / vulkan.TREE_OWNER).write_text(f"{name}-pdeadbeef\n")
+    manifest = SimpleNamespace(executorch_version="9.9.9", source_commit=r.rev("c1"),
+                               source_copy=entry / "source.tar.gz")
+    wheel = SimpleNamespace(version="9.9.9", git_version="f" * 40, root=tmp_path)
+    calls = []
+
+    def compile_plugin(work, wheel_, tc, jobs, log=print, target=None):
+        owner = (work / vulkan.TREE_OWNER).read_text().strip()
+        srcs = work / "src" / "executorch" / "backends" / "vulkan" / "runtime"
+        calls.append({"work": work, "owner": owner,
+                      "mtimes": {p.name: p.stat().st_mtime for p in srcs.glob("*.cpp")},
+                      "obj": (work / "cmake" / "obj.o").stat().st_mtime
+                      if (work / "cmake" / "obj.o").exists() else None})
+        if getattr(compile_plugin, "fail", False):
+            raise git_source.RuntimeBuildError("ninja failed (exit 1): error: boom")
+        (work / "cmake").mkdir(exist_ok=True)
+        (work / "cmake" / vulkan.LIBRARY).write_text(f"built from {owner}\n")
+        return {"configure": 0.0, "shaders": 0.0, "compile": 0.0}
+
+    monkeypatch.setattr(vulkan, "installed", lambda cache=None, patches=(): manifest)
+    monkeypatch.setattr(vulkan, "compile_plugin", compile_plugin)
+    monkeypatch.setattr(vulkan, "require_tools", lambda cache=None: None)
+    monkeypatch.setattr(vulkan, "registers", lambda lib: "")
+    monkeypatch.setattr(toolchain, "ensure_next_release_tools", lambda root, log=print: None)
+    monkeypatch.setattr(wheel_mod, "installed", lambda: wheel)
+    return SimpleNamespace(repo=r, cache=str(cache), name=name, slot=slot, stock=stock_tree,
+                           calls=calls, compile=compile_plugin, old=old)
+
+
+def test_bisect_tree_is_seeded_from_the_stock_tree_and_built_at_its_slot(fake_stock):
+    from harness.runtimes import git_source, vulkan
+
+    f = fake_stock
+    log = []
+    built = git_source.build_vulkan(f.repo, f.repo.rev("c2"), f.cache, log=log.append)
+    (call,) = f.calls
+    # built at the stock slot (the path its objects' commands name), as its own set
+    assert call["work"] == f.slot and call["owner"] == f"{f.name}-bisect"
+    assert call["obj"] == f.old + 10  # the stock objects, mtimes kept
+    # unchanged sources keep the stock tarball's mtime (older than the objects): not recompiled;
+    # the file the commit changed is newer: recompiled
+    assert call["mtimes"]["same.cpp"] == f.old and call["mtimes"]["moved.cpp"] > f.old + 10
+    assert built.tree.startswith("seeded from the stock build tree") and built.files_changed >= 1
+    assert any("seeded from the stock tree" in line for line in log)
+    # afterwards: the slot holds what it held (the patched tree), the stock tree is untouched,
+    # the bisect tree rests in the bisect root, pinned to the slot
+    assert (f.slot / vulkan.TREE_OWNER).read_text().strip() == f"{f.name}-pdeadbeef"
+    assert (f.stock / "cmake" / "obj.o").read_text() == "stock object\n"
+    root = git_source.bisect_root(f.cache) / "vulkan" / "9.9.9"
+    assert (root / "tree" / git_source.PINNED).read_text().strip() == str(f.slot)
+    assert not (root / git_source.SWAP).exists()
+    assert not list(f.slot.parent.glob("*.bisect-aside"))
+    assert Path(built.library).read_text() == f"built from {f.name}-bisect\n"
+    # the next commit: the same tree, in place (no second seed), only what moved is rewritten
+    again = git_source.build_vulkan(f.repo, f.repo.rev("c1"), f.cache, log=log.append)
+    assert again.tree == "in place" and again.files_changed >= 1 and len(f.calls) == 2
+    assert f.calls[1]["work"] == f.slot and f.calls[1]["mtimes"]["same.cpp"] == f.old
+    # a commit built once is not built again
+    assert git_source.build_vulkan(f.repo, f.repo.rev("c1"), f.cache).tree == "cached"
+
+
+def test_a_failed_bisect_build_puts_the_slot_back(fake_stock):
+    from harness.runtimes import git_source, vulkan
+
+    f = fake_stock
+    f.compile.fail = True
+    with pytest.raises(git_source.RuntimeBuildError):
+        git_source.build_vulkan(f.repo, f.repo.rev("c2"), f.cache, log=lambda s: None)
+    assert (f.slot / vulkan.TREE_OWNER).read_text().strip() == f"{f.name}-pdeadbeef"
+    root = git_source.bisect_root(f.cache) / "vulkan" / "9.9.9"
+    assert (root / "tree" / "cmake").is_dir() and not (root / git_source.SWAP).exists()
+
+
+def test_a_swap_left_by_a_killed_build_is_undone(fake_stock):
+    """Killed mid-build: the bisect tree in the slot, the slot's tree aside, the journal
+    naming both; the next bisect build puts them back before anything else."""
+    from harness.runtimes import git_source, vulkan
+
+    f = fake_stock
+    git_source.build_vulkan(f.repo, f.repo.rev("c1"), f.cache, log=lambda s: None)
+    root = git_source.bisect_root(f.cache) / "vulkan" / "9.9.9"
+    aside = f.slot.with_name(f.slot.name + ".bisect-aside")
+    os.rename(f.slot, aside)
+    os.rename(root / "tree", f.slot)
+    (root / git_source.SWAP).write_text(json.dumps(
+        {"slot": str(f.slot), "owner": f"{f.name}-bisect", "aside": str(aside)}))
+    git_source.build_vulkan(f.repo, f.repo.rev("c2"), f.cache, log=lambda s: None)
+    assert (f.slot / vulkan.TREE_OWNER).read_text().strip() == f"{f.name}-pdeadbeef"
+    assert not aside.exists() and (root / "tree" / "cmake").is_dir()
+    assert f.calls[-1]["work"] == f.slot and f.calls[-1]["owner"] == f"{f.name}-bisect"
+
+
+def test_without_a_stock_build_tree_the_bisect_tree_is_cold_and_built_in_place(fake_stock):
+    import shutil
+
+    from harness.runtimes import git_source
+
+    f = fake_stock
+    shutil.rmtree(f.stock)
+    built = git_source.build_vulkan(f.repo, f.repo.rev("c2"), f.cache, log=lambda s: None)
+    root = git_source.bisect_root(f.cache) / "vulkan" / "9.9.9"
+    assert built.tree.startswith("cold") and f.calls[0]["work"] == root / "tree"
+    assert (root / "tree" / git_source.PINNED).read_text().strip() == str(root / "tree")
+
+
+# --- naming the cell from a run folder; the run report links bisects inside it ---------------
+
+def _run_folder(where: Path) -> tuple[Path, dict]:
+    from harness.spec import ConvCase
+
+    run = where / "run"
+    run.mkdir()
+    case = ConvCase(dim=2, in_channels=3, out_channels=8, kernel_size=3, input_shape=(1, 3, 8, 8),
+                    padding="valid")
+    (run / "cases.json").write_text(json.dumps([case.to_dict()]))
+    (run / "findings.json").write_text(json.dumps({"cells_not_pass": 1, "findings": [
+        {"id": "F-1234abcd", "backend": "vulkan", "status": "RUNTIME_ERROR",
+         "example": {"case_id": case.case_id, "backend": "vulkan", "fixes": "",
+                     "message": "make_ivec2", "case": case.to_dict()}}]}))
+    return run, case.to_dict() | {"case_id": case.case_id}
+
+
+@pytest.mark.parametrize("how", ["finding", "case"])
+def test_the_cell_named_from_a_run_folder(tmp_path, how):
+    """--run DIR --finding F-ID (case and lane from the finding's representative) or --run DIR
+    --case ID --backend NAME: the step reads the case from a one-case file it writes (here the
+    tiny repository has no exir/: a skip saying so, the cell already resolved)."""
+    run, case = _run_folder(tmp_path)
+    repo = make_repo(tmp_path)
+    name = ["--finding", "F-1234"] if how == "finding" else ["--case", case["case_id"][:20],
+                                                              "--backend", "vulkan"]
+    done = harness("bisect-step", "--run", str(run), *name, "--source", str(repo), "--commit",
+                   "c3", "--work", str(tmp_path / "w"))
+    assert done.returncode == 125, done.stdout + done.stderr
+    assert "exir" in done.stderr
+    (written,) = json.loads((tmp_path / "w" / "cell.json").read_text())
+    assert written["padding"] == "valid" and written["input_shape"] == [1, 3, 8, 8]
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--finding", "F-ffff"], "no findings 'F-ffff'"),
+    (["--case", "nope", "--backend", "vulkan"], "no cases 'nope'"),
+    (["--finding", "F-1234", "--backend", "xnnpack"], "lane vulkan"),
+    (["--finding", "F-1234", "--cases", "x.json"], "no --cases or --probe"),
+    ([], "--finding F-ID or --case ID"),
+])
+def test_a_bad_run_cell_is_one_line_exit_2(tmp_path, args, said):
+    run, _ = _run_folder(tmp_path)
+    repo = make_repo(tmp_path)
+    done = harness("bisect", "--run", str(run), *args, "--source", str(repo), "--good", "c1",
+                   "--bad", "c12", "--out", str(tmp_path / "out"))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert said in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_the_run_report_links_a_bisect_inside_the_run_folder(tmp_path):
+    from harness.results import bisect_page
+
+    repo = make_repo(tmp_path)
+    run = tmp_path / "run"
+    run.mkdir()
+    done = bisect(repo, run / "bisect-probe")
+    assert done.returncode == 0, done.stderr
+    (found,) = bisect_page.found_in(run)
+    assert found == run / "bisect-probe"
+    html = bisect_page.links_html(run)
+    assert 'href="bisect-probe/bisect.html"' in html and "first bad commit" in html
+    assert "(#107)" in html
+    assert bisect_page.links_html(tmp_path / "empty" if (tmp_path / "empty").mkdir() is None
+                                  else tmp_path) == ""

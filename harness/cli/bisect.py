@@ -14,6 +14,11 @@ def _cell_args(p, step: bool) -> None:
     p.add_argument("--cases", metavar="FILE.json", help="the case file holding the cell")
     p.add_argument("--case", metavar="ID", help="its case id (or a prefix); not needed when "
                    "the file holds one case")
+    p.add_argument("--run", metavar="DIR", help="a run folder to take the cell from: with "
+                   "--finding F-xxxxxxxx its representative cell (case and lane), or with --case "
+                   "ID one of its cases (name the lane with --backend/--fixes)")
+    p.add_argument("--finding", metavar="F-ID", help="with --run: a finding id of its "
+                   "findings.json (or a prefix)")
     p.add_argument("--backend", help="the lane's backend (xnnpack, vulkan)")
     p.add_argument("--fixes", nargs="+", default=[], metavar="FIX", help="the lane's fix set")
     p.add_argument("--probe", metavar="CMD", help="instead of a cell: a shell command run in the "
@@ -48,13 +53,79 @@ def add_parsers(sub) -> None:
     s.set_defaults(func=cmd_step, stage_default="lowering")
 
 
-def _check(args) -> None:
+def _check(args, where: Path | None = None) -> None:
+    """Bad input as one line; a cell named from a run folder (--run) becomes a one-case file
+    ``where/cell.json`` (what every step reads), --backend/--fixes from the finding."""
+    if args.run or args.finding:
+        _from_run(args, where)
     if not args.probe and not (args.cases and args.backend):
-        raise UsageError(f"{args.command}: name the cell (--cases FILE --backend NAME) or --probe")
+        raise UsageError(f"{args.command}: name the cell (--cases FILE --backend NAME, --run DIR "
+                         f"--finding F-ID, --run DIR --case ID --backend NAME) or --probe")
     if args.probe and args.cases:
         raise UsageError(f"{args.command}: --probe or --cases, not both")
     if args.cases and not Path(args.cases).is_file():
         raise UsageError(f"{args.cases}: no such case file")
+
+
+def _from_run(args, where: Path | None) -> None:
+    import json
+    import tempfile
+
+    from harness.runfolder import RunFolder
+
+    if not args.run:
+        raise UsageError(f"{args.command}: --finding needs --run DIR (the run folder it is in)")
+    if args.probe or args.cases:
+        raise UsageError(f"{args.command}: --run names the cell: no --cases or --probe with it")
+    run = Path(args.run)
+    if not run.is_dir():
+        raise UsageError(f"{run}: no such run folder")
+    if args.finding:
+        path = run / "findings.json"
+        if not path.is_file():
+            raise UsageError(f"{run}: no findings.json (run `harness findings {run}` first)")
+        try:
+            found = json.loads(path.read_text()).get("findings", [])
+        except ValueError as e:
+            raise UsageError(f"{path}: unreadable ({e})") from None
+        hits = [f for f in found if f.get("id", "").lower().startswith(args.finding.lower())]
+        if len(hits) != 1:
+            have = ", ".join(f.get("id", "?") for f in found[:6]) or "none"
+            raise UsageError(f"{'no' if not hits else len(hits)} findings {args.finding!r} in "
+                             f"{path} (findings: {have}{', ...' if len(found) > 6 else ''})")
+        ex = hits[0].get("example") or {}
+        if not ex.get("case"):
+            raise UsageError(f"finding {hits[0]['id']} in {path} has no representative case")
+        backend = ex.get("backend", hits[0].get("backend", "")).split("@")[0]
+        fixes = [f for f in str(ex.get("fixes") or "").split(",") if f]
+        if args.backend and args.backend != backend or args.fixes and sorted(args.fixes) != \
+                sorted(fixes):
+            raise UsageError(f"finding {hits[0]['id']} is a cell of lane {backend}"
+                             f"{'+' + ','.join(fixes) if fixes else ''}: leave --backend/--fixes "
+                             f"out or name that lane")
+        args.backend, args.fixes = backend, fixes
+        case = ex["case"]
+        case_id = ex.get("case_id")
+    else:
+        if not args.case:
+            raise UsageError(f"{args.command}: --run DIR names the cell with --finding F-ID or "
+                             f"--case ID")
+        try:
+            cases = RunFolder(run).cases()
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+        hits = [c for c in cases if c.case_id == args.case] or \
+            [c for c in cases if c.case_id.startswith(args.case)]
+        if len(hits) != 1:
+            raise UsageError(f"{'no' if not hits else len(hits)} cases {args.case!r} in "
+                             f"{run / 'cases.json'}")
+        case, case_id = hits[0].to_dict(), hits[0].case_id
+    where = Path(where) if where else Path(tempfile.mkdtemp(prefix="convconf-cell-"))
+    where.mkdir(parents=True, exist_ok=True)
+    (where / "cell.json").write_text(json.dumps([case], indent=1) + "\n")
+    args.cases, args.case = str(where / "cell.json"), None
+    args.cell_from = {"run": str(run.resolve()), "finding": hits[0].get("id") if args.finding
+                      else None, "case_id": case_id}
 
 
 def _evaluator(args, repo, work: Path):
@@ -71,7 +142,7 @@ def cmd_bisect(args) -> int:
     from harness.run import bisect
     from harness.runtimes.git_source import GitError, Repo
 
-    _check(args)
+    _check(args, args.out)
     try:
         repo = Repo(args.source)
         repo.rev(args.good), repo.rev(args.bad)
@@ -100,7 +171,7 @@ def cmd_step(args) -> int:
     from harness.run.bisect_step import ABORT, SKIP, run_step
     from harness.runtimes.git_source import GitError, Repo
 
-    _check(args)
+    _check(args, Path(args.work) if args.work else None)
     args.stage = args.stage or "lowering"
     try:
         Repo(args.source).rev(args.commit)

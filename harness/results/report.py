@@ -132,6 +132,9 @@ def write(run_dir: str | os.PathLike, df: pd.DataFrame | None = None, header: Ru
         heat=heatmap(df), cells=cells, colors=COLORS, statuses=[s.value for s in ORDER],
         backends=sorted(df["backend"].unique()), features=feature_filters(cells),
         source_models=source_models(c["source"] for c in cells), coverage=covered)
+    from harness.results import bisect_page  # a bisect folder inside the run: link its page
+
+    html = html.replace("</body>", bisect_page.links_html(run_dir) + "</body>", 1)
     out = run_dir / "report.html"
     out.write_text(html)
     return out

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import subprocess
 import sys
 import tempfile
@@ -157,10 +156,15 @@ class CellEvaluator:
                  timeout: float = 900):
         self.spec, self.repo, self.work, self.cache, self.timeout = spec, repo, work, cache, timeout
 
+    origin: dict | None = None  # where the cell was named: {run, finding, case_id} (--run)
+
     def describe(self) -> dict:
-        return {"kind": "cell", "cases": str(Path(self.spec.cases).resolve()),
-                "case": self.spec.case_id, "backend": self.spec.backend,
-                "fixes": list(self.spec.fixes)}
+        out = {"kind": "cell", "cases": str(Path(self.spec.cases).resolve()),
+               "case": self.spec.case_id, "backend": self.spec.backend,
+               "fixes": list(self.spec.fixes)}
+        if self.origin:
+            out["from"] = self.origin
+        return out
 
     def step_argv(self) -> list[str]:
         return self.spec.argv()
@@ -333,7 +337,9 @@ def evaluator_for(args, repo: Repo, work: Path):
     case = pick_case(args.cases, args.case)
     spec = CellSpec(args.cases, case.case_id, args.backend, tuple(args.fixes or ()))
     check_lane(spec, case)
-    return CellEvaluator(spec, repo, work, getattr(args, "cache_dir", None))
+    ev = CellEvaluator(spec, repo, work, getattr(args, "cache_dir", None))
+    ev.origin = getattr(args, "cell_from", None)
+    return ev
 
 
 def run_step(args) -> int:
@@ -362,7 +368,6 @@ def OVERLAY_ROOT() -> Path:  # noqa: N802 -- the first PYTHONPATH entry (set by 
 
 def _inner_main(argv: list[str]) -> int:
     import argparse
-    import warnings
 
     p = argparse.ArgumentParser()
     p.add_argument("--cases", required=True)
@@ -373,7 +378,9 @@ def _inner_main(argv: list[str]) -> int:
     p.add_argument("--row-out", required=True)
     p.add_argument("--plugin")
     a = p.parse_args(argv)
-    warnings.filterwarnings("ignore")
+    from harness.chatter import hide_lowering_chatter
+
+    hide_lowering_chatter()
     import logging
 
     logging.disable(logging.WARNING)

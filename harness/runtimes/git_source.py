@@ -216,9 +216,21 @@ def schema_moved(repo: Repo, commit: str, backend: str, wheel: Path | None = Non
     for src, in_wheel in {**SCHEMAS[""], **SCHEMAS.get(backend, {})}.items():
         ours = repo.read(commit, src)
         theirs = (wheel / in_wheel).read_bytes() if (wheel / in_wheel).exists() else None
-        if ours is not None and theirs is not None and ours != theirs:
+        if ours is not None and theirs is not None and schema_text(ours) != schema_text(theirs):
             moved.append(src)
     return moved
+
+
+def schema_text(fbs: bytes) -> list[str]:
+    """A flatbuffers schema without its comments and blank lines, whitespace collapsed: what
+    decides the binary format (a typo fixed in a comment, as #20758 did in program.fbs, moves
+    nothing a runtime reads)."""
+    out = []
+    for line in fbs.decode(errors="replace").splitlines():
+        line = " ".join(line.split("//", 1)[0].split())
+        if line:
+            out.append(line)
+    return out
 
 
 # --- the Vulkan plug-in from the commit's own source, incrementally --------------------------
@@ -268,16 +280,124 @@ class PluginBuild:
     seconds: float
     files_changed: int
     phases: dict
+    tree: str = ""  # how the build tree was obtained (in place, seeded from the stock tree, cold)
 
 
 def bisect_root(cache: str | None = None) -> Path:
     return cache_root(cache) / "bisect"
 
 
+# --- the one bisect build tree, and where it is built ------------------------------------------
+#
+# CMake writes absolute paths into every ninja command (the object files are even named after the
+# source's absolute path), so a build tree reuses objects only at the path it was configured at.
+# The bisect tree lives at rest in ``<cache>/bisect/vulkan/<version>/tree`` (cmake/, native/,
+# src/); ``PINNED`` in it names the path it is built at. Seeded from the stock plug-in's build
+# tree, that path is the stock tree's own slot (``<cache>/runtimes/build/<version>-<commit12>``,
+# vulkan.py's one build place of that wheel+source): for a build the bisect tree is renamed into
+# the slot (the tree that was there renamed aside, and back after), under the runtime cache's
+# build lock, so the stock objects compile nothing the commit did not change. Without a stock
+# tree the bisect tree is built where it lies (the first build is cold).
+
+PINNED = "pinned.txt"   # in the bisect tree: the absolute path its CMake cache is pinned to
+SWAP = "swapped.json"   # in the bisect root while the tree is in a slot: how to put things back
+
+
+def copy_build_tree(src: Path, dest: Path) -> None:
+    """Copy a plug-in build tree keeping mtimes (ninja compares them) and links, without its
+    ``src/`` (a build lays out its own sources); atomic by rename."""
+    tmp = dest.with_name(dest.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(src, tmp, symlinks=True,
+                    ignore=lambda folder, names: ["src"] if Path(folder) == src else [])
+    shutil.rmtree(dest, ignore_errors=True)
+    os.rename(tmp, dest)
+
+
+@dataclass
+class StockTree:
+    slot: Path       # where every build of that wheel+source happens (vulkan.py's slot)
+    name: str        # its set name (<version>-<commit12>)
+    tree: Path       # where the stock build tree is now (the slot, or parked as <name>-stock)
+    source: Path     # the stock entry's source.tar.gz: the sources its objects were built from
+    commit: str
+
+
+def stock_tree(cache: str | None = None) -> StockTree | None:
+    """The stock plug-in's build tree for the installed wheel (None: no stock plug-in, or its
+    build tree or source copy is gone)."""
+    from harness.runtimes import vulkan
+
+    m = vulkan.installed(cache)
+    if m is None or not m.source_copy.is_file():
+        return None
+    name = f"{m.executorch_version}-{m.source_commit[:12]}"
+    build_root = vulkan.runtimes_dir(cache) / "build"
+    slot = build_root / name
+    for tree in (slot, build_root / f"{name}-stock"):
+        marker = tree / vulkan.TREE_OWNER
+        owner = marker.read_text().strip() if marker.exists() else name
+        if (tree / "cmake" / "CMakeCache.txt").is_file() and owner == name:
+            return StockTree(slot, name, tree, m.source_copy, m.source_commit)
+    return None
+
+
+def _owner_of(tree: Path, default: str) -> str | None:
+    from harness.runtimes import vulkan
+
+    if not tree.is_dir():
+        return None
+    marker = tree / vulkan.TREE_OWNER
+    return marker.read_text().strip() if marker.exists() else default
+
+
+def _recover(root: Path) -> None:
+    """Undo a swap a killed build left behind (the bisect tree in a slot, a tree set aside)."""
+    journal = root / SWAP
+    if not journal.exists():
+        return
+    j = json.loads(journal.read_text())
+    slot, aside, mine = Path(j["slot"]), Path(j["aside"]) if j["aside"] else None, root / "tree"
+    if not mine.exists():
+        if _owner_of(slot, "") == j["owner"]:
+            os.rename(slot, mine)
+        elif (slot.parent / j["owner"]).is_dir():  # vulkan.py parked it under its set name
+            os.rename(slot.parent / j["owner"], mine)
+    if aside and aside.exists():
+        if not slot.exists():
+            os.rename(aside, slot)
+        else:  # the slot was rebuilt meanwhile: the tree set aside is stale
+            shutil.rmtree(aside, ignore_errors=True)
+    journal.unlink()
+
+
+def _seed(root: Path, cache: str | None, wheel, log) -> str:
+    """Lay out the bisect tree ``root/tree`` (absent): a copy of the stock build tree with the
+    stock sources at their tarball mtimes (older than its objects), pinned to the stock slot;
+    else an empty tree pinned where it lies. -> how."""
+    from harness.runtimes import source as source_mod, vulkan
+
+    mine = root / "tree"
+    stock = stock_tree(cache)
+    if stock is None:
+        mine.mkdir(parents=True, exist_ok=True)
+        (mine / PINNED).write_text(str(mine) + "\n")
+        (mine / vulkan.TREE_OWNER).write_text(f"bisect-{wheel.version}\n")
+        log("build tree: no stock plug-in build tree to start from: cold")
+        return "cold (no stock build tree)"
+    copy_build_tree(stock.tree, mine)
+    source_mod.from_path(stock.source, wheel).extract(mine / "src")
+    (mine / PINNED).write_text(str(stock.slot) + "\n")
+    (mine / vulkan.TREE_OWNER).write_text(f"{stock.name}-bisect\n")
+    log(f"build tree: seeded from the stock tree {stock.tree} (built at {stock.slot})")
+    return f"seeded from the stock build tree ({stock.name})"
+
+
 def build_vulkan(repo: Repo, commit: str, cache: str | None = None, jobs: int | None = None,
                  log: Callable[[str], None] = print) -> PluginBuild:
     """The Vulkan plug-in for the installed wheel from ``commit``'s own backends/vulkan, in the
-    one bisect build tree (``<cache>/bisect/vulkan/``): sources synced in place, so an
+    one bisect build tree (``<cache>/bisect/vulkan/<version>/tree``, seeded from the stock
+    plug-in's build tree and built at its path, see above): sources synced in place, so an
     incremental ninja run recompiles what the commit changed; the library is kept per commit
     (``plugins/<commit12>.so``: a commit built once is not built again). RuntimeBuildError
     (one line) when it does not build or does not register VulkanBackend."""
@@ -287,25 +407,55 @@ def build_vulkan(repo: Repo, commit: str, cache: str | None = None, jobs: int | 
     root = bisect_root(cache) / "vulkan" / wheel.version
     done = root / "plugins" / f"{commit[:12]}.so"
     if done.exists():
-        return PluginBuild(str(done), commit, 0.0, 0, {"cached": True})
+        return PluginBuild(str(done), commit, 0.0, 0, {"cached": True}, "cached")
     root.mkdir(parents=True, exist_ok=True)
+    build_lock = vulkan.runtimes_dir(cache) / ".build.lock"
+    build_lock.parent.mkdir(parents=True, exist_ok=True)
     t_all = time.perf_counter()
     phases: dict = {}
-    with open(root / ".lock", "w") as lock:
+    with open(root / ".lock", "w") as lock, open(build_lock, "w") as shared:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        t = time.perf_counter()
-        _, changed = vulkan_tree(repo, commit, root / "src" / "executorch")
-        phases["source"] = round(time.perf_counter() - t, 1)
+        fcntl.flock(shared, fcntl.LOCK_EX)  # vulkan.py's: no stock or patched build meanwhile
         vulkan.require_tools(cache)
+        _recover(root)
+        mine = root / "tree"
+        t = time.perf_counter()
+        how = "in place"
+        if not (mine / "cmake").is_dir() or not (mine / PINNED).exists():
+            shutil.rmtree(mine, ignore_errors=True)
+            how = _seed(root, cache, wheel, log)
+        phases["tree"] = round(time.perf_counter() - t, 1)
+        t = time.perf_counter()
+        _, changed = vulkan_tree(repo, commit, mine / "src" / "executorch")
+        phases["source"] = round(time.perf_counter() - t, 1)
         tc = toolchain.ensure_next_release_tools(cache_root(cache), log)
         jobs = jobs or len(os.sched_getaffinity(0))
-        build_dir = root / "cmake"
-        phases.update(vulkan.compile_plugin(
-            root, wheel, tc, jobs, lambda line: log(f"plug-in {commit[:12]}: {line}"),
-            target=vulkan.LIBRARY))
-        done.parent.mkdir(parents=True, exist_ok=True)
-        tmp = done.with_suffix(".tmp")
-        shutil.copy2(build_dir / vulkan.LIBRARY, tmp)
+        pinned = Path((mine / PINNED).read_text().strip())
+        work, aside = mine, None
+        if pinned != mine:  # built at the stock slot: swap it in, whatever was there aside
+            owner = (mine / vulkan.TREE_OWNER).read_text().strip()
+            if pinned.exists():
+                aside = pinned.with_name(pinned.name + ".bisect-aside")
+                shutil.rmtree(aside, ignore_errors=True)
+            (root / SWAP).write_text(json.dumps({"slot": str(pinned), "owner": owner,
+                                                 "aside": str(aside) if aside else ""}) + "\n")
+            if aside:
+                os.rename(pinned, aside)
+            os.rename(mine, pinned)
+            work = pinned
+        try:
+            phases.update(vulkan.compile_plugin(
+                work, wheel, tc, jobs, lambda line: log(f"plug-in {commit[:12]}: {line}"),
+                target=vulkan.LIBRARY))
+            done.parent.mkdir(parents=True, exist_ok=True)
+            tmp = done.with_suffix(".tmp")
+            shutil.copy2(work / "cmake" / vulkan.LIBRARY, tmp)
+        finally:
+            if work != mine:
+                os.rename(work, mine)
+                if aside:
+                    os.rename(aside, pinned)
+                (root / SWAP).unlink(missing_ok=True)
         why = vulkan.registers(tmp)
         if why:
             tmp.unlink()
@@ -313,6 +463,7 @@ def build_vulkan(repo: Repo, commit: str, cache: str | None = None, jobs: int | 
                                     f"{vulkan.BACKEND}: {why}")
         os.rename(tmp, done)
         (root / "plugins" / f"{commit[:12]}.json").write_text(json.dumps(
-            {"commit": commit, "phases": phases, "files_changed": changed,
+            {"commit": commit, "phases": phases, "files_changed": changed, "tree": how,
              "sha256": hashlib.sha256(done.read_bytes()).hexdigest()}) + "\n")
-    return PluginBuild(str(done), commit, round(time.perf_counter() - t_all, 1), changed, phases)
+    return PluginBuild(str(done), commit, round(time.perf_counter() - t_all, 1), changed, phases,
+                       how)
