@@ -22,7 +22,7 @@ def script(case: ConvCase, backend: str, fixes: str, status: str = "?", message:
            runtime_library: str | None = None) -> str:
     kwargs = ", ".join(f"{k}={v!r}" for k, v in module_kwargs(case).items())
     return environment().get_template("repro.py.j2").render(
-        case_id=case.case_id, backend=backend, fixes=fixes, status=status, message=message,
+        case=case, case_id=case.case_id, backend=backend, fixes=fixes, status=status, message=message,
         module_class=module_class(case).__name__, kwargs=kwargs,
         weight_seed=case_seed(case, "weights") % (2**63), input_seed=case_seed(case, "inputs") % (2**63),
         # Same order as build.calibration_inputs: the test input first, then calib0..2.
