@@ -87,3 +87,20 @@ def test_an_entry_without_its_source_says_what_to_do(moved, monkeypatch):
     universe = vulkan.Manifest.read(copy / "manifest.json").shader_universe()
     assert not universe.known
     assert "runtime build vulkan" in universe.problem
+
+
+def test_a_clone_with_no_source_beside_it_hits_the_cache_offline(moved, monkeypatch):
+    """A new clone with no shared/executorch-src beside it and no $CONVCONF_EXECUTORCH_SRC:
+    `harness runtime build vulkan` takes the source the cached entry carries (no fetch) and
+    is a cache hit."""
+    cache, copy, new_home = moved
+    vulkan.Manifest.read(copy / "manifest.json").source_path()  # the entry takes its copy
+    shutil.rmtree(new_home)
+    monkeypatch.delenv(source_mod.ENV)
+
+    def no_fetch(*args, **kwargs):
+        raise AssertionError("fetched from the network although the cache has the source")
+
+    monkeypatch.setattr(source_mod, "git_fetch", no_fetch)
+    m = vulkan.build(cache=str(cache), log=lambda line: None)
+    assert m.cached and Path(m.library) == copy / vulkan.LIBRARY

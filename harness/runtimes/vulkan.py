@@ -228,11 +228,24 @@ def build(source: str | None = None, jobs: int | None = None, cache: str | None 
     chosen = patching.resolve(patches)
     wheel = wheel_mod.installed()
     root = runtimes_dir(cache)
-    src = source_mod.resolve(source, wheel, root / "sources" / wheel.git_version[:12])
+    src = _source_for(source, wheel, root, cache)
     root.mkdir(parents=True, exist_ok=True)
     with open(root / ".build.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         return _build_locked(wheel, src, root, jobs, cache, log, chosen, install)
+
+
+def _source_for(source: str | None, wheel, root: Path, cache: str | None):
+    """The source to build from: ``source.resolve``'s order, except that where none of its
+    local places is there (a clone without shared/executorch-src beside it) the source the
+    cached stock plug-in for this wheel carries in its entry comes before a network fetch: the
+    build is then the cache hit it should be, offline."""
+    if not source and not os.environ.get(source_mod.ENV) \
+            and not source_mod.BESIDE_CHECKOUT.is_dir():
+        cached = installed(cache)
+        if cached is not None and cached.source_copy.is_file():
+            return source_mod.from_path(cached.source_copy, wheel)
+    return source_mod.resolve(source, wheel, root / "sources" / wheel.git_version[:12])
 
 
 def check(patches: tuple[str, ...], source: str | None = None, cache: str | None = None) -> str:
@@ -245,7 +258,7 @@ def check(patches: tuple[str, ...], source: str | None = None, cache: str | None
     chosen = patching.resolve(patches)
     wheel = wheel_mod.installed()
     root = runtimes_dir(cache)
-    src = source_mod.resolve(source, wheel, root / "sources" / wheel.git_version[:12])
+    src = _source_for(source, wheel, root, cache)
     with tempfile.TemporaryDirectory(prefix="convconf-patch-check-") as tmp:
         tree = src.extract(Path(tmp) / "src") / "executorch"
         for p in chosen:
