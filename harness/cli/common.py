@@ -110,8 +110,8 @@ def print_findings(found: list) -> None:
     from harness.results import lanes
 
     for f in found:
-        where = (", ".join(lanes.short(Lane.parse(n)) for n in f.cells_by_lane)
-                 if f.cells_by_lane else ", ".join(lanes.short(Lane.parse(n)) for n in f.lanes))
+        names = [lanes.short(Lane.parse(n)) for n in (f.cells_by_lane or f.lanes)]
+        where = ", ".join(names) if len(", ".join(names)) <= 30 else f"{len(names)} lanes"
         line = (f"  {f.id} {f.status} x{f.count} on {where}"
                 + (f" [{f.component}]" if f.component else "") + f": {' '.join(f.signature.split())}")
         print(line if len(line) <= width() else line[:width() - 1] + "…")

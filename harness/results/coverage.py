@@ -252,9 +252,11 @@ def summary_lines(cov: Coverage) -> list[str]:
                      + (f" (reached/reachable/known: {per})" if per else "")
                      + (f"; unreachable here: {why}" if why else "")
                      + (f"; {c.problem}" if c.problem else ""))
-        if c.unreached_reachable:
-            lines.append(f"coverage {backend}: reachable, unreached: "
-                         f"{', '.join(c.unreached_reachable)}")
+        if c.unreached_reachable:  # a few by name; all of them in coverage.json and the report
+            some = c.unreached_reachable[:3]
+            lines.append(f"coverage {backend}: {len(c.unreached_reachable)} reachable, unreached: "
+                         f"{', '.join(some)}"
+                         + (", ... (all in coverage.json)" if len(c.unreached_reachable) > 3 else ""))
     if cov.routing:
         n = cov.routing_counts()
         lines.append(f"routing model vs dispatched (stock Vulkan, executed): {n['agree']} agree, "
