@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from harness.results.report import environment
+from harness.results.templates import environment
 
 PR_URL = "https://github.com/pytorch/executorch/pull/{}"
 COMMIT_URL = "https://github.com/pytorch/executorch/commit/{}"

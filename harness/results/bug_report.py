@@ -281,8 +281,8 @@ def render(run_dir: str | os.PathLike, finding_id: str, out_file: Path | None = 
               else ""),
            "", "```python", script.rstrip("\n"), "```", "",
            "## Expected vs actual", "",
-           f"- expected: PASS (the eager PyTorch module's output, within convconf's tolerance: "
-           f"fp32 `|out - ref| <= 1e-4 + 1e-4 |ref|`, int8 one output step, fp16/bf16 4 eps steps)",
+           "- expected: PASS (the eager PyTorch module's output, within convconf's tolerance: "
+           "fp32 `|out - ref| <= 1e-4 + 1e-4 |ref|`, int8 one output step, fp16/bf16 4 eps steps)",
            f"- actual: **{cell.status}**" + (f": `{cell.message[:500]}`" if cell.message else "")]
     md += _culprit(f, cell)
     if f.status == Status.MISMATCH.value:

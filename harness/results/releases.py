@@ -70,7 +70,7 @@ def transitions(runs: list[tuple[str, pd.DataFrame]]) -> pd.DataFrame:
 
 def write(runs: list[tuple[str, pd.DataFrame]], out: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     """releases.csv (the transitions), releases.json and releases.html into ``out``."""
-    from harness.results.report import environment
+    from harness.results.templates import environment
 
     table, moves = counts(runs), transitions(runs)
     out.mkdir(parents=True, exist_ok=True)

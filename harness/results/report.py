@@ -12,7 +12,6 @@ import json
 import os
 from pathlib import Path
 
-import jinja2
 import pandas as pd
 
 from harness.header import RunHeader
@@ -21,21 +20,15 @@ from harness.results import coverage
 from harness.results import findings
 from harness.results import lanes
 from harness.results import matrix
+from harness.results.templates import environment
 from harness.lane import Lane
 from harness.runfolder import RunFolder
 from harness.status import ORDER, Status
 
-TEMPLATES = Path(__file__).resolve().parents[2] / "reports" / "templates"
 COLORS = {Status.INVALID: "#9e9e9e", Status.LOWER_ERROR: "#8e24aa",
           Status.NOT_DELEGATED: "#fb8c00", Status.CONTRACT_VIOLATION: "#e53935",
           Status.NO_RUNTIME: "#90caf9", Status.CRASH: "#000000", Status.RUNTIME_ERROR: "#6d4c41",
           Status.MISMATCH: "#c62828", Status.PASS: "#43a047"}
-
-
-def environment() -> jinja2.Environment:
-    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)),
-                              autoescape=lambda name: bool(name) and name.endswith(".html.j2"),
-                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
 
 
 def feature_group(row) -> str:

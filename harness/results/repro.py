@@ -11,9 +11,9 @@ from harness.stages import backends
 from harness.stages.build import (case_seed, context_source, input_names, module_class,
                                   module_kwargs)
 from harness.stages.compare import LOW_PRECISION_STEPS
-from harness.results.report import environment
+from harness.results.templates import environment
 from harness.lane import Lane
-from harness.runfolder import RunFolder, RunFolderError
+from harness.runfolder import RunFolder
 from harness.spec import ConvCase
 from harness.status import Status
 

@@ -23,6 +23,7 @@ from harness.header import RunHeader
 from harness.lane import Lane
 from harness.run.bundle import prepared_for, read_run
 from harness.stages.compare import compare
+from harness.stages.culprit import explain
 from harness.stages.execute import runtime_message
 from harness.record import METRIC_COLUMNS, CellResult, cell_key
 from harness.runtimes.device import describe
@@ -76,6 +77,20 @@ FROM_LOCAL = ("predicted", "contract_violations", "delegated_ops", "undelegated_
 
 def cell_result(header: RunHeader, local: CellResult, case, lane: str,
                 cell_dir: Path) -> CellResult:
+    """The device lane's row of one cell, its culprit named as a local cell's is (cell.blame):
+    from what the native runner printed (``log.txt``) and, for a wrong value, the conv shaders
+    the same program dispatched in the local lane (the native runner does not report them)."""
+    from harness.stages.cell import blame
+
+    row = _device_row(header, local, case, lane, cell_dir)
+    if row.status == Status.MISMATCH.value and not row.reached:
+        row.reached = list(local.reached or [])
+    log_file = cell_dir / "log.txt"
+    return blame(row, None, log_file.read_text(errors="replace") if log_file.exists() else "")
+
+
+def _device_row(header: RunHeader, local: CellResult, case, lane: str,
+                cell_dir: Path) -> CellResult:
     backend = backends.get(local.backend)
     row = CellResult(case=case, backend=lane, fixes=local.fixes, phase="execute",
                      **{k: getattr(local, k) for k in FROM_LOCAL})
@@ -91,8 +106,8 @@ def cell_result(header: RunHeader, local: CellResult, case, lane: str,
     log = (cell_dir / "log.txt").read_text(errors="replace") if (cell_dir / "log.txt").exists() else ""
     if code == 3:
         result = _json(cell_dir / "result.json")
-        row.update(status=Status.RUNTIME_ERROR.value,
-                   message=runtime_message(RuntimeError(result.get("message", ""))))
+        row.update(status=Status.RUNTIME_ERROR.value, message=explain(
+            runtime_message(RuntimeError(result.get("message", ""))), log))
         return row
     if code == 2:
         row.update(status=Status.NO_RUNTIME.value,
