@@ -13,6 +13,14 @@
            --from build shows the seeding)
   folder   read a finished bisect folder (--folder DIR): steps vs budget, seconds per step
 
+Measured 2026-12-06 (2 cores shared, load 2-8; executorch 1.5.1 wheel, stock plug-in from main
+cff6f4dd32; `plugin --from cff6f4dd32 --to 02b38d68f0 --fresh`): seeding the bisect tree from
+the stock build tree and building cff6f4dd32 28.6 s (tree copy 9.5 s, nothing recompiled); then
+02b38d68f0 (8 native files moved, headers among them) 129.9 s (shaders 4.9 s, C++ 118.5 s): within
+the 5 min target. In the Vulkan bisect of #20190 (32 commits, 5 steps + 2 ends) the per-step
+rebuilds were 5.8-50.2 s; the first end, two months away from the tree's last commit, 231.8 s;
+jumps of months (cff6f4dd32 <-> 2026-05/06, ~110-130 of the ~150 objects) 180-237 s; a cold build
+here is ~11 min.
 Usage:
   python benchmarks/bench_bisect.py steps [--sizes 16 100 758]
   python benchmarks/bench_bisect.py python --source ET_GIT [--commit SHA]

@@ -460,3 +460,36 @@ def test_the_run_report_links_a_bisect_inside_the_run_folder(tmp_path):
     assert "(#107)" in html
     assert bisect_page.links_html(tmp_path / "empty" if (tmp_path / "empty").mkdir() is None
                                   else tmp_path) == ""
+
+
+VK_CELL = {"dim": 2, "in_channels": 1024, "out_channels": 128, "kernel_size": 3, "padding": 1,
+           "input_shape": [1, 1024, 7, 7]}
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not ET_GIT, reason="needs ExecuTorch's git history: set CONVCONF_ET_GIT to "
+                    "a clone or bare mirror of pytorch/executorch")
+def test_vulkan_first_commit_and_its_parent_with_plugins_built_from_each(tmp_path):
+    """#20190 (caeb005e08) routes a SlidingWindow conv2d with C_out >= 128 to im2col + GEMM:
+    Conv2d(1024, 128, 3, padding=1) on 1x1024x7x7 goes from PASS (direct conv2d.glsl, its
+    parent fd2cf8842e) to MISMATCH (1 of 6272 outputs past the fp32 tolerance: the GEMM sums
+    its 9216-long dot products in another order) on lavapipe. Execution stage: each side runs
+    on a plug-in built from its own commit (the bisect build tree, seeded from the stock one)."""
+    from harness.runtimes import RuntimeBuildError, vulkan
+
+    try:
+        vulkan.require_tools()
+    except RuntimeBuildError as e:
+        pytest.skip(str(e))
+    cases = tmp_path / "cell.json"
+    cases.write_text(json.dumps([VK_CELL]))
+    common = ["bisect-step", "--cases", str(cases), "--backend", "vulkan", "--source", ET_GIT,
+              "--stage", "execution", "--old-outcome", "PASS", "--new-outcome", "MISMATCH",
+              "--record", str(tmp_path / "steps")]
+    first = harness(*common, "--commit", "caeb005e080d7c5716fafc20f2b897ee597895fe")
+    assert first.returncode == 1, first.stderr
+    parent = harness(*common, "--commit", "caeb005e080d7c5716fafc20f2b897ee597895fe~1")
+    assert parent.returncode == 0, parent.stderr
+    steps = [json.loads(p.read_text()) for p in sorted((tmp_path / "steps").glob("*.json"))]
+    assert [s["outcome"] for s in steps] == ["MISMATCH", "PASS"]
+    assert all("Vulkan plug-in built from" in s["rests_on"]["native"] for s in steps)

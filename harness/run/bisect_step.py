@@ -192,9 +192,11 @@ class CellEvaluator:
                 except (RuntimeBuildError, GitError) as e:
                     return _skip(step, f"the Vulkan plug-in does not build at this commit: {e}", t0)
                 plugin = built.library
-                step.rests_on["native"] = (f"Vulkan plug-in built from {commit[:12]} "
-                                           f"({built.seconds:g} s, {built.files_changed} files "
-                                           f"changed); runtime core from the wheel")
+                how = ("built earlier, kept per commit" if built.tree == "cached" else
+                       f"{built.seconds:g} s, {built.files_changed} files changed, tree "
+                       f"{built.tree}")
+                step.rests_on["native"] = (f"Vulkan plug-in built from {commit[:12]} ({how}); "
+                                           f"runtime core from the wheel")
             moved = git_source.schema_moved(self.repo, commit, self.spec.backend, wheel.root)
             if moved:
                 return _skip(step, f"serialized schema moved vs the wheel's: {', '.join(moved)}", t0)
