@@ -124,13 +124,13 @@ def main(argv: list[str]) -> int:
     t0 = time.perf_counter()
     with PeakRSS() as peak:
         rc = subprocess.call(argv)
-    print(f"wall {time.perf_counter() - t0:.1f} s; peak PSS {peak.pss_mib:.0f} MiB for the process "
-          f"tree (RSS summed {peak.total_mib:.0f} MiB, shared pages counted per process), largest "
-          f"process {peak.largest_mib:.0f} MiB; exit {rc}")
     print("at the peak, by process (PSS MiB, pid, role):")
     for kib, pid, what in peak.at_peak:
         if kib >= 1024:
             print(f"  {kib / 1024:7.0f}  {pid:>7}  {what}")
+    print(f"wall {time.perf_counter() - t0:.1f} s; peak PSS {peak.pss_mib:.0f} MiB for the process "
+          f"tree (RSS summed {peak.total_mib:.0f} MiB, shared pages counted per process), largest "
+          f"process {peak.largest_mib:.0f} MiB; exit {rc}")
     return rc
 
 

@@ -167,17 +167,20 @@ def test_build_with_a_missing_source_is_one_line_exit_2(tmp_path):
 
 
 def test_source_folder_without_a_pairing_tarball_names_what_it_found(tmp_path):
-    import shutil
-    import os
+    """A folder holding only a 1.3.1 source (made here: ET_COMMIT, version.txt and the Vulkan
+    runtime folder, as the shipped tarballs lay it out) pairs with no 1.5.1 wheel."""
+    import io
+    import tarfile
 
-    from harness.runtimes.source import BESIDE_CHECKOUT
-
-    shared = os.environ.get("CONVCONF_EXECUTORCH_SRC") or str(BESIDE_CHECKOUT)
     only_old = tmp_path / "src"
     only_old.mkdir()
-    for t in os.listdir(shared):
-        if "v1.3.1" in t:
-            shutil.copy(os.path.join(shared, t), only_old)
+    with tarfile.open(only_old / "executorch-src-v1.3.1-e2f18eb23c45.tar.gz", "w:gz") as tf:
+        for name, data in (("ET_COMMIT", b"e2f18eb23c45bd22ca332b0b8b49a81de304b472\n"),
+                           ("version.txt", b"1.3.1\n"),
+                           ("backends/vulkan/runtime/README", b"")):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
     proc = harness("runtime", "build", "vulkan", "--source", only_old, "--cache", tmp_path / "c")
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1
     assert "no source pairs with executorch" in proc.stderr and "1.3.1" in proc.stderr

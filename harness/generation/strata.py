@@ -1,4 +1,4 @@
-"""The strata a generated run starts with: a fair first look in the quick default's 12 cases.
+"""The strata a generated run starts with: a fair first look in the quick default's 13 cases.
 
 Each row is one case drawn by Hypothesis (reproducible by ``--seed``) inside a region of the
 space chosen so that, together, the rows cover
@@ -11,7 +11,8 @@ space chosen so that, together, the rows cover
   int8), int8 batch > 1, int8 per-tensor on Vulkan, depthwise stride != dilation, replicate
   padding, XNNPACK int8 conv1d "same" with an even kernel, XNNPACK transposed conv with dilation
   and output_padding >= stride, Vulkan pointwise conv1d with groups, grouped transposed conv2d,
-  int8 depthwise, length-1 stride lists on XNNPACK, per-channel dequantize out variants).
+  int8 depthwise, length-1 stride lists on XNNPACK, per-channel dequantize out variants, a
+  Conv3d left to the portable kernel).
 
 A row pins only what its family needs and what would hide it (a bf16 case Vulkan leaves
 undelegated, a weights="input" graph Vulkan refuses, a padding_mode whose index ops fail first);
@@ -73,7 +74,8 @@ STRATA = [
                               "xnnpack-missing-out-variant-dequantize-per-channel"),
             structure=GROUPED_UNALIGNED_INPUT, kernels=(2, 3, 4, 5)),
     Stratum("int", 2, Q8C, ("vulkan-q8ta-conv-batch",
-                            "xnnpack-missing-out-variant-dequantize-per-channel"), batch=(2, 3)),
+                            "xnnpack-missing-out-variant-dequantize-per-channel",
+                            "portable-quantize-per-channel-float-scale"), batch=(2, 3)),
     Stratum("tuple", 2, Q8C, ("vulkan-q8-depthwise-oc-not-x4",
                               "xnnpack-missing-out-variant-dequantize-per-channel"),
             structure=DEPTHWISE, depthwise_channels=(2, 3, 6)),
@@ -91,6 +93,8 @@ STRATA = [
             padding_mode="replicate", dtypes=("float32", "float16")),
     Stratum("tuple", 2, None, ("vulkan-grouped-transposed-conv",), structure=GROUPED,
             kernels=(2, 3, 4), transposed=True),
+    # a float Conv3d neither partitioner takes: the portable convolution kernel's 5-D refusal
+    Stratum("int", 3, None, ("portable-conv3d-5d-input",), kernels=(1, 2, 3)),
 ]
 
 
