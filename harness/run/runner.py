@@ -142,7 +142,9 @@ def prepare_runtimes(config: RunConfig, log=None) -> dict:
         try:
             m = vulkan.build(source, cache=None, log=log, patches=patches, install=False)
             entry.update(library=m.library, build_seconds=m.build_seconds, cached=m.cached)
-            log(f"patched plug-in ({key}): {m.library} "
+            # one console line: the patch count and the cache folder (run.json has the names)
+            where = str(Path(m.library).parent).replace(str(Path.home()), "~", 1)
+            log(f"patched plug-in ({len(patches)} patches): {where} "
                 f"({'cache hit' if m.cached else f'built in {m.build_seconds:g} s'})")
         except RuntimeBuildError as e:
             entry["problem"] = f"the patched Vulkan runtime ({key}) could not be built: {e}"
@@ -292,139 +294,189 @@ def execute(out_dir: Path, config: RunConfig, cases: list[ConvCase], *,
 
 def _execute(folder: RunFolder, config: RunConfig, cases: list[ConvCase], progress: bool,
              done_rows: list[CellResult]):
-    from harness.generation.from_model import case_sources
-    from harness.stages.cell import crash_result, static_result
-
-    tasks = cells(cases, config)
-    rows = {r.key: r for r in done_rows}
-    todo: dict[str, tuple[ConvCase, list[Lane]]] = {}
-    for case, lane in tasks:
-        if cell_key(case, lane) not in rows:
-            todo.setdefault(case.case_id, (case, []))[1].append(lane)
-    log_dir = str(folder / "logs")
-    cache = Cache(config.cache_dir) if config.cache_dir else None
-    journal = journal_mod.Journal(folder.journal_path)
-    t0 = time.perf_counter()
-    bar = _progress(len(tasks), len(done_rows), progress)
-    sources = case_sources(config.case_files)
-    pool_args = dict(jobs=config.jobs, timeout=config.timeout, on_start=load_runtime,
-                     on_start_args=(config.vulkan_runtime,))
-
-    def args_for(library: str | None) -> dict:
-        return {**pool_args, "on_start_args": (library,)}
-
-    # cell key of a lane that executes -> the cells whose verdict is its verdict (same program,
-    # same plug-in): (case, lane, prepared, cached)
-    followers: dict[tuple, list] = {}
-
-    def record(row: CellResult) -> None:
-        copies = [_same_verdict(row, lane, p, cached) for _, lane, p, cached
-                  in followers.pop(row.key, [])]  # before its evidence goes to the folder
-        row.source = sources.get(row.case_id, row.source)  # a note beside the case, not in it
-        if row.evidence is not None:  # a MISMATCH's |out - ref|, for its finding's picture
-            folder.write_evidence(row.case_id, row.backend, row.fixes, row.evidence)
-            row.evidence = None
-        journal.append(row.to_row())
-        rows[row.key] = row
-        bar.set_postfix_str(f"{row.status} {row.backend}", refresh=False)
-        bar.update(1)
-        for copy in copies:
-            record(copy)
-
-    # A failure in a worker that served earlier cells may be state those cells left behind:
-    # such a cell is re-run alone in a fresh process, and the alone outcome is what is recorded.
-    shared: dict[tuple, tuple[CellTask, CellResult, str]] = {}
-    pending: dict = {}
-    prepared_cases = 0
+    """1. Per case, once: eager, quantization, export, every lane lowered (prepare.py) - or
+    all of it from the cache. 2. Per cell, as soon as its case is prepared: execution in a
+    worker, so a native crash costs one cell. 3. A runtime failure in a worker that served
+    earlier cells is re-run alone. -> the matrix, written."""
+    run = _Run(folder, config, cases, progress, done_rows)
     with contextlib.ExitStack() as stack:
-        lowering = stack.enter_context(workers.Pool(log_dir=log_dir, lowering=True, **pool_args))
+        run.open_pools(stack)
+        run.start_cases()
+        run.drain()
+    run.rerun_alone()
+    return run.finish()
+
+
+class _Run:
+    """One execution of a run's cells: what is recorded, what is pending in which pool, and
+    which cells take another's verdict."""
+
+    def __init__(self, folder: RunFolder, config: RunConfig, cases: list[ConvCase],
+                 progress: bool, done_rows: list[CellResult]):
+        from harness.generation.from_model import case_sources
+
+        self.folder, self.config = folder, config
+        self.tasks = cells(cases, config)
+        self.rows = {r.key: r for r in done_rows}
+        self.todo: dict[str, tuple[ConvCase, list[Lane]]] = {}
+        for case, lane in self.tasks:
+            if cell_key(case, lane) not in self.rows:
+                self.todo.setdefault(case.case_id, (case, []))[1].append(lane)
+        self.log_dir = str(folder / "logs")
+        self.cache = Cache(config.cache_dir) if config.cache_dir else None
+        self.journal = journal_mod.Journal(folder.journal_path)
+        self.t0 = time.perf_counter()
+        self.bar = _progress(len(self.tasks), len(done_rows), progress)
+        self.sources = case_sources(config.case_files)
+        self.pool_args = dict(jobs=config.jobs, timeout=config.timeout, on_start=load_runtime,
+                              on_start_args=(config.vulkan_runtime,))
+        # cell key of a lane that executes -> the cells whose verdict is its verdict (same
+        # program, same plug-in): (case, lane, prepared, cached)
+        self.followers: dict[tuple, list] = {}
+        # A failure in a worker that served earlier cells may be state those cells left behind:
+        # such a cell is re-run alone in a fresh process, and the alone outcome is recorded.
+        self.shared: dict[tuple, tuple[CellTask, CellResult, str]] = {}
+        self.pending: dict = {}
+        self.prepared_cases = 0
+        self.lowering = self.executing = None
+
+    def args_for(self, library: str | None) -> dict:
+        return {**self.pool_args, "on_start_args": (library,)}
+
+    def open_pools(self, stack: contextlib.ExitStack) -> None:
+        self.lowering = stack.enter_context(workers.Pool(log_dir=self.log_dir, lowering=True,
+                                                         **self.pool_args))
         # An execution pool per plug-in (stock; each patch set's), started when its first cell
         # comes (a worker executes on the one library it loaded); EXECUTION_POOLS at a time.
-        executing = stack.enter_context(workers.Pools(
-            lambda library: workers.Pool(log_dir=log_dir, **args_for(library)), EXECUTION_POOLS))
+        self.executing = stack.enter_context(workers.Pools(
+            lambda library: workers.Pool(log_dir=self.log_dir, **self.args_for(library)),
+            EXECUTION_POOLS))
 
-        def submit(task: CellTask) -> None:
-            library, problem = library_for(config, task.lane)
-            if problem:  # its patched plug-in is not there: the lane says why, never PASS
-                record(_no_patched_runtime(task, problem, static_result))
-                return
-            pending[executing.submit(library, execute_work, task)] = task
+    def record(self, row: CellResult) -> None:
+        copies = [_same_verdict(row, lane, p, cached) for _, lane, p, cached
+                  in self.followers.pop(row.key, [])]  # before its evidence goes to the folder
+        row.source = self.sources.get(row.case_id, row.source)  # a note beside the case
+        if row.evidence is not None:  # a MISMATCH's |out - ref|, for its finding's picture
+            self.folder.write_evidence(row.case_id, row.backend, row.fixes, row.evidence)
+            row.evidence = None
+        self.journal.append(row.to_row())
+        self.rows[row.key] = row
+        self.bar.set_postfix_str(f"{row.status} {row.backend}", refresh=False)
+        self.bar.update(1)
+        for copy in copies:
+            self.record(copy)
 
-        def hand_over(case: ConvCase, prepared: dict, cached: bool) -> None:
-            """Step 1's result, as it is, to step 2: final cells recorded, the others executed
-            (a lane with another's program on that lane's plug-in: recorded with that one)."""
-            outcomes = {lane: static_result(case, p) for lane, p in prepared.items()}
-            waiting = set()  # first all of them: a source may be recorded as it is submitted
-            for lane, p in prepared.items():
-                source = verdict_source(config, lane, p, prepared)
-                if source is not None and not outcomes[lane][1] and not outcomes[source][1]:
-                    followers.setdefault(cell_key(case, source), []).append((case, lane, p, cached))
-                    waiting.add(lane)
-            for lane, p in prepared.items():
-                row, final = outcomes[lane]
-                if final:
-                    row.cached = cached
-                    row.cell_time_s = 0.0 if cached else row.cell_time_s
-                    record(row)
-                elif lane not in waiting:
-                    submit(CellTask(case, lane, p, 0.0 if cached else p.seconds))
+    def submit(self, task: CellTask) -> None:
+        from harness.stages.cell import static_result
 
-        # 1. Per case, once: eager, quantization, export, every lane lowered (prepare.py) -
-        #    or all of it from the cache. 2. Per cell, as soon as its case is prepared:
-        #    execution in a worker, so a native crash costs one cell.
-        for case, case_lanes in todo.values():
-            found = {lane: cache.load(case.case_id, lane) for lane in case_lanes} if cache else {}
+        library, problem = library_for(self.config, task.lane)
+        if problem:  # its patched plug-in is not there: the lane says why, never PASS
+            self.record(_no_patched_runtime(task, problem, static_result))
+            return
+        self.pending[self.executing.submit(library, execute_work, task)] = task
+
+    def hand_over(self, case: ConvCase, prepared: dict, cached: bool) -> None:
+        """Step 1's result, as it is, to step 2: final cells recorded, the others executed
+        (a lane with another's program on that lane's plug-in: recorded with that one)."""
+        from harness.stages.cell import static_result
+
+        outcomes = {lane: static_result(case, p) for lane, p in prepared.items()}
+        waiting = set()  # first all of them: a source may be recorded as it is submitted
+        for lane, p in prepared.items():
+            source = verdict_source(self.config, lane, p, prepared)
+            if source is not None and not outcomes[lane][1] and not outcomes[source][1]:
+                self.followers.setdefault(cell_key(case, source), []).append(
+                    (case, lane, p, cached))
+                waiting.add(lane)
+        for lane, p in prepared.items():
+            row, final = outcomes[lane]
+            if final:
+                row.cached = cached
+                row.cell_time_s = 0.0 if cached else row.cell_time_s
+                self.record(row)
+            elif lane not in waiting:
+                self.submit(CellTask(case, lane, p, 0.0 if cached else p.seconds))
+
+    def start_cases(self) -> None:
+        """Every case to do: from the cache when all its lanes are there, else lowered."""
+        for case, case_lanes in self.todo.values():
+            found = ({lane: self.cache.load(case.case_id, lane) for lane in case_lanes}
+                     if self.cache else {})
             if found and all(found.values()):
-                hand_over(case, found, cached=True)
+                self.hand_over(case, found, cached=True)
             else:
-                task = CaseTask(case, tuple(case_lanes), config.cache_dir)
-                pending[lowering.submit(prepare_work, task)] = task
-        while pending:
-            done, _ = concurrent.futures.wait(pending, timeout=30, return_when=FIRST_COMPLETED)
-            for line in lowering.rescue() + executing.poll():
-                bar.write(f"run: {line}", file=sys.stderr)
+                task = CaseTask(case, tuple(case_lanes), self.config.cache_dir)
+                self.pending[self.lowering.submit(prepare_work, task)] = task
+
+    def drain(self) -> None:
+        """Until nothing is pending: each finished case handed over, each finished cell
+        recorded (or kept to be re-run alone); lost tasks rescued."""
+        while self.pending:
+            done, _ = concurrent.futures.wait(self.pending, timeout=30,
+                                              return_when=FIRST_COMPLETED)
+            for line in self.lowering.rescue() + self.executing.poll():
+                self.bar.write(f"run: {line}", file=sys.stderr)
             for future in done:
-                task = pending.pop(future)
+                task = self.pending.pop(future)
                 if isinstance(task, CaseTask):
-                    prepared, death = lowering.outcome(future)
-                    prepared_cases += 1
-                    if not any(isinstance(t, CaseTask) for t in pending.values()):
-                        # the last case is lowered: its workers (torch and the lowering stack,
-                        # ~230 MiB PSS each) leave before the run's execution tail
-                        lowering.close()
-                    bar.set_postfix_str(f"prepared {prepared_cases} cases")
-                    if prepared is not None:
-                        hand_over(task.case, prepared, cached=False)
-                    else:  # its preparation died: each cell prepares alone, in step 2
-                        for lane in task.lanes:
-                            submit(CellTask(task.case, lane, None, cache_dir=config.cache_dir))
-                    continue
-                row, death = executing.outcome(future)
-                row = row or _crash(task, death, log_dir, crash_result)
-                before = workers.history(log_dir, task.tag)
-                if Status(row.status).failed_at_runtime and before:
-                    shared[task.key] = (task, row, before[-1])
+                    self.case_done(task, future)
                 else:
-                    record(row)
-    alone_logs = str(folder / "logs" / "alone")
-    by_library: dict = {}
-    for t, _, _ in shared.values():
-        by_library.setdefault(library_for(config, t.lane)[0], []).append(t)
-    for library, alone in by_library.items():
-        for task, row, death in workers.run(alone, execute_work, log_dir=alone_logs,
-                                            max_tasks=1, **args_for(library)):
-            row = row or _crash(task, death, alone_logs, crash_result)
-            _, first, previous = shared[task.key]
-            row.isolation = isolation_note(first, row, previous)
-            record(row)
-    bar.close()
-    ordered = [rows[cell_key(c, lane)] for c, lane in tasks if cell_key(c, lane) in rows]
-    df = matrix.frame([r.to_row() for r in ordered])
-    matrix.write(df, folder.path)
-    header = folder.header()
-    folder.update_header(duration_s=round((header.duration_s or 0) + time.perf_counter() - t0, 1),
-                         cells=len(ordered))
-    return df
+                    self.cell_done(task, future)
+
+    def case_done(self, task: CaseTask, future) -> None:
+        prepared, death = self.lowering.outcome(future)
+        self.prepared_cases += 1
+        if not any(isinstance(t, CaseTask) for t in self.pending.values()):
+            # the last case is lowered: its workers (torch and the lowering stack, ~240 MiB
+            # PSS each) leave before the run's execution tail
+            self.lowering.close()
+        self.bar.set_postfix_str(f"prepared {self.prepared_cases} cases")
+        if prepared is not None:
+            self.hand_over(task.case, prepared, cached=False)
+        else:  # its preparation died: each cell prepares alone, in step 2
+            for lane in task.lanes:
+                self.submit(CellTask(task.case, lane, None, cache_dir=self.config.cache_dir))
+
+    def cell_done(self, task: CellTask, future) -> None:
+        from harness.stages.cell import crash_result
+
+        row, death = self.executing.outcome(future)
+        row = row or _crash(task, death, self.log_dir, crash_result)
+        before = workers.history(self.log_dir, task.tag)
+        if Status(row.status).failed_at_runtime and before:
+            self.shared[task.key] = (task, row, before[-1])
+        else:
+            self.record(row)
+
+    def rerun_alone(self) -> None:
+        """Each runtime failure from a shared worker, again in a fresh process of its own; the
+        alone outcome is recorded, with how it compares (``isolation``)."""
+        from harness.stages.cell import crash_result
+
+        alone_logs = str(self.folder / "logs" / "alone")
+        by_library: dict = {}
+        for t, _, _ in self.shared.values():
+            by_library.setdefault(library_for(self.config, t.lane)[0], []).append(t)
+        for library, alone in by_library.items():
+            for task, row, death in workers.run(alone, execute_work, log_dir=alone_logs,
+                                                max_tasks=1, **self.args_for(library)):
+                row = row or _crash(task, death, alone_logs, crash_result)
+                _, first, previous = self.shared[task.key]
+                row.isolation = isolation_note(first, row, previous)
+                self.record(row)
+
+    def finish(self):
+        """The matrix in the run's cell order, written; the header's duration and cell count."""
+        self.bar.close()
+        ordered = [self.rows[cell_key(c, lane)] for c, lane in self.tasks
+                   if cell_key(c, lane) in self.rows]
+        df = matrix.frame([r.to_row() for r in ordered])
+        matrix.write(df, self.folder.path)
+        header = self.folder.header()
+        self.folder.update_header(
+            duration_s=round((header.duration_s or 0) + time.perf_counter() - self.t0, 1),
+            cells=len(ordered))
+        return df
 
 
 # Execution pools alive at once: every worker holds torch, the lowering stack and a plug-in
