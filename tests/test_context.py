@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given
 
-from harness.generation.generate import generate
+from harness.generation.generate import PROFILES, generate
 from harness.generation.strata import STRATA
 from harness.generation.strategies import conv_cases
 from harness.record import CASE_FIELDS, CellResult
@@ -270,16 +270,17 @@ def test_strategies_reach_every_context_value():
 
 @pytest.mark.parametrize("seed", [0, 1, 7])
 def test_small_runs_are_stratified(seed):
-    cases = generate(12, seed)
-    assert len(cases) == 12
+    n = PROFILES["ci"]  # the quick default: the strata, nothing dropped
+    cases = generate(n, seed)
+    assert len(cases) == n == len(STRATA)
     assert {c.quant for c in cases} == {None, "int8_per_tensor", "int8_per_channel"}
     assert {c.dim for c in cases} >= {1, 2}
     assert {c.padding_spelling for c in cases} == {"int", "tuple", "list1", "valid", "same"}
     strata = cases[:len(STRATA)]
     assert [(c.padding_spelling, c.dim, c.quant) for c in strata] == [s.axes for s in STRATA]
     assert not all(c.in_channels == c.out_channels == 1 for c in strata)  # not the simplest
-    assert [c.case_id for c in generate(12, seed)] == [c.case_id for c in cases]
-    assert [c.case_id for c in generate(12, seed + 100)] != [c.case_id for c in cases]
+    assert [c.case_id for c in generate(n, seed)] == [c.case_id for c in cases]
+    assert [c.case_id for c in generate(n, seed + 100)] != [c.case_id for c in cases]
 
 
 @pytest.mark.slow
