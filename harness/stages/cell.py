@@ -107,6 +107,8 @@ def execute(case: ConvCase, prepared: Prepared, log_path: str | None = None) -> 
     if refs.sizes:  # a dynamic case: judged size by size, its worst reported (sizes.py)
         from harness.stages.sizes import judge
         row = judge(case, prepared, row, done.sized, backend)
+        if row.status in (Status.RUNTIME_ERROR.value, Status.CRASH.value):
+            row.message = culprit.explain(row.message, done.log)  # the runtime's own reason
         return _timed(blame(row, prepared, done.log), prepared, t0)
     row.phase = "compare"
     verdict = compare(outputs[0], refs.ref, float_ref=refs.float_ref, eager_ref=refs.eager_ref,
