@@ -93,6 +93,9 @@ def test_vulkan_conv1d_length_one_lists_are_legal():
                   dilation=3, output_padding=1, bias=False, input_shape=(1, 1, 1)))
 @example(ConvCase(dim=2, in_channels=3, out_channels=6, kernel_size=3, padding=1,  # partly
                   padding_mode="reflect", input_shape=(4, 3, 16, 16)))        # delegated
+@example(ConvCase(dim=1, in_channels=1, out_channels=1, kernel_size=1,  # dynamic: every size
+                  input_shape=(2, 1, 1), padding_mode="circular", bias=False,  # (a CI find)
+                  dynamic="batch", dynamic_sizes=((1, 1, 1), (3, 1, 1), (2, 1, 1))))
 def test_xnnpack_fp32_status_is_what_really_happened(case):
     """Whatever XNNPACK does with the case (bugs included: those are corpus entries), the row
     says what happened: a lowering that raised is LOWER_ERROR with its message; every lowered

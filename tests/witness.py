@@ -23,21 +23,28 @@ class Witnessed:
 
 def execute_and_judge(pte: bytes, case) -> Witnessed:
     """Run ``pte`` through ExecuTorch's pybindings on the case's inputs, judge it against
-    the eager float32 module (fp32 cases only)."""
+    the eager float32 module (fp32 cases only). A dynamic case: one loaded method run at each
+    of its sizes (``dynamic_sizes``), as the harness runs it; the first size that raised is
+    the witness's error, and it ran right only if every size did."""
     from executorch.extension.pybindings.portable_lib import _load_for_executorch_from_buffer
 
-    from harness.stages.build import build_module, make_inputs
+    from harness.stages.build import build_module, make_inputs, size_inputs
 
     assert case.dtype == "float32" and case.quant is None, "fp32 cases only"
-    module, inputs = build_module(case), make_inputs(case)
-    with torch.no_grad():
-        ref = module(*inputs)
-    try:
-        out = _load_for_executorch_from_buffer(pte).forward(inputs)[0]
-    except Exception as e:  # the runtime's error arrives as a Python exception
-        return Witnessed(raised=str(e).strip().splitlines()[0], within=None)
-    within = out.shape == ref.shape and bool(
-        ((out - ref).abs() <= FP32_ATOL + FP32_RTOL * ref.abs()).all())
+    module = build_module(case)
+    sized = [size_inputs(case, tuple(shape)) for shape in case.dynamic_sizes]
+    all_inputs = sized or [make_inputs(case)]
+    program = _load_for_executorch_from_buffer(pte)
+    within = True
+    for inputs in all_inputs:
+        with torch.no_grad():
+            ref = module(*inputs)
+        try:
+            out = program.forward(list(inputs))[0]
+        except Exception as e:  # the runtime's error arrives as a Python exception
+            return Witnessed(raised=str(e).strip().splitlines()[0], within=None)
+        within = within and out.shape == ref.shape and bool(
+            ((out - ref).abs() <= FP32_ATOL + FP32_RTOL * ref.abs()).all())
     return Witnessed(raised=None, within=within)
 
 
