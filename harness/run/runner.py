@@ -142,9 +142,8 @@ def prepare_runtimes(config: RunConfig, log=None) -> dict:
         try:
             m = vulkan.build(source, cache=None, log=log, patches=patches, install=False)
             entry.update(library=m.library, build_seconds=m.build_seconds, cached=m.cached)
-            # one console line: the patch count and the cache folder (run.json has the names)
-            where = str(Path(m.library).parent).replace(str(Path.home()), "~", 1)
-            log(f"patched plug-in ({len(patches)} patches): {where} "
+            # one console line: the patch count and the cache entry (run.json has the names)
+            log(f"patched plug-in ({len(patches)} patches): {Path(m.library).parent.name} "
                 f"({'cache hit' if m.cached else f'built in {m.build_seconds:g} s'})")
         except RuntimeBuildError as e:
             entry["problem"] = f"the patched Vulkan runtime ({key}) could not be built: {e}"
