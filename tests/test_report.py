@@ -96,9 +96,7 @@ def test_report_is_self_contained(run_dir):
 def test_report_renders_filters_and_opens_details_in_chromium(run_dir, tmp_path, chromium):
     sync_api = pytest.importorskip("playwright.sync_api", reason="pip install -e '.[test]'")
     with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync", "--no-first-run"])
+        browser = launch(p, chromium)
         page = browser.new_page()
         page.goto((run_dir / "report.html").as_uri())
         assert page.locator("#heat td.cell").count() >= 2
@@ -296,9 +294,7 @@ def test_mismatch_findings_have_their_pattern_and_picture_wherever_the_folder_is
 def test_findings_section_shows_the_pictures_in_chromium(mismatch_run, tmp_path, chromium):
     sync_api = pytest.importorskip("playwright.sync_api", reason="pip install -e '.[test]'")
     with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync", "--no-first-run"])
+        browser = launch(p, chromium)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         page.goto((mismatch_run / "report.html").as_uri())
         rows = page.locator("#findings tr.finding")
@@ -371,9 +367,7 @@ def test_the_report_at_1280_px_has_a_summary_that_matches_the_matrix(real_run, c
     html = (out / "report.html").read_text()
     assert str(Path.home()) + "/" not in html  # paths: relative to the run folder or ~
     with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync", "--no-first-run"])
+        browser = launch(p, chromium)
         page = browser.new_page(viewport={"width": 1280, "height": 800})
         page.goto((out / "report.html").as_uri())
         # nothing scrolls sideways
@@ -403,3 +397,10 @@ def test_the_report_at_1280_px_has_a_summary_that_matches_the_matrix(real_run, c
                 "x": 0, "y": box["y"] - 8, "width": 1280, "height": min(box["height"] + 16, 1400)})
             assert (SCREENSHOTS / f"{name}.png").stat().st_size > 10_000
         browser.close()
+
+
+def launch(playwright, chromium):
+    """Debian's chromium, headless, with nothing reaching out of this closed network."""
+    return playwright.chromium.launch(executable_path=chromium, args=[
+        "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run"])
