@@ -71,6 +71,26 @@ def test_a_portable_conv3d_cell_names_its_kernel_and_check():
     assert "`portable:aten::convolution.out`" in md and "vulkan: 1; xnnpack: 1" in md
 
 
+def test_an_input_the_python_binding_refuses_is_one_finding_across_lanes():
+    """A channels_last_3d input: ExecuTorch's Python binding (pybindings.cpp) deduces a dim order
+    for contiguous and 4-D channels-last tensors only and refuses the input before any kernel or
+    delegate runs. The culprit is the binding, shared by both lanes: one finding, and never a
+    delegate's (its expected statuses: cases/culprit.json)."""
+    from harness.stages.cell import run_cell
+
+    case = ConvCase(dim=3, in_channels=2, out_channels=4, kernel_size=3,
+                    input_shape=(1, 2, 5, 5, 5), memory_format="channels_last_3d")
+    row = run_cell(case, "xnnpack")
+    if "should be contiguous or channels-last" not in row.message:
+        pytest.skip(f"the binding takes this input here ({row.status}: {row.message[:80]})")
+    assert row.status == "RUNTIME_ERROR" and row.component == "runtime:pybindings"
+    assert culprit.shared(row.component)
+    other = CellResult(case=case, backend="vulkan", status=row.status, message=row.message,
+                       component=row.component)
+    (f,) = findings.find([row, other])
+    assert f.backend == "vulkan,xnnpack" and f.component == "runtime:pybindings"
+
+
 def test_a_quantized_program_leaving_a_dequantize_outside_lowers():
     """int8 per-channel Conv3d on XNNPACK leaves a dequantize_per_channel outside the delegate:
     with ExecuTorch's quantized kernels imported (as its examples do) it lowers, where the

@@ -38,7 +38,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness.lane import Lane
-from harness.record import CellResult
+from harness.record import CellResult, cell_key
 from harness.results import diagnosis
 from harness.runfolder import RunFolder
 from harness.stages import culprit
@@ -86,6 +86,8 @@ def signature(status: str, message: str, error_pattern: str = "") -> str:
         base = _message_signature(status, message.split(culprit.CULPRIT_MARK, 1)[0])
         return f"{component}: {base}" + (f" @ {_plural_units(_normalise(pattern.strip()))}"
                                           if pattern.strip() else "")
+    if component.startswith("runtime:"):  # the binding's one refusal (culprit._BINDING_INPUT)
+        return component
     if component.startswith("portable:"):
         check = culprit.failed_check(message)
         return f"{component}: {_normalise(check)[:200]}" if check else component
@@ -114,7 +116,7 @@ def _message_signature(status: str, message: str) -> str:
     check = _RUNTIME_CHECK.search(head)  # the delegate's own exception says it already
     if check:  # the same check at the same place, whatever the values in its condition
         return f"{check.group(1)} at {check.group(2)}: {_normalise(check.group(3))}"
-    if status == "CONTRACT_VIOLATION":
+    if status == Status.CONTRACT_VIOLATION.value:
         rules = sorted({f"[{r}] {op}" for r, op in _RULE.findall(message)})
         if rules:
             return "; ".join(rules)
@@ -308,7 +310,7 @@ def runtime_line(cell: CellResult) -> str:
         return " | ".join(said)[:400]
     if "; it printed: " in message:
         return message.split("; it printed: ", 1)[1].split(" | ")[-1][:400]
-    if cell.status in ("RUNTIME_ERROR", "CRASH"):
+    if cell.status in (Status.RUNTIME_ERROR.value, Status.CRASH.value):
         return message.split(culprit.CULPRIT_MARK, 1)[0][:400]
     return ""
 
@@ -355,9 +357,9 @@ def _fixed_by(cells: list[CellResult], results: list[CellResult], by_key: dict) 
                     {family(c.backend) for c in stock}})
     out = {}
     for fx in fixes:
-        after = [by_key.get((r.case_id, r.backend, fx)) for r in stock]
+        after = [by_key.get(cell_key(r.case_id, r.backend, fx)) for r in stock]
         tried = [a for a in after if a is not None]
-        passed = sum(a.status == "PASS" for a in tried)
+        passed = sum(a.status == Status.PASS.value for a in tried)
         if tried and passed:
             out[fx] = f"{passed}/{len(tried)}"
     return out

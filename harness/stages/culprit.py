@@ -15,6 +15,9 @@ the delegate) and says where it failed:
     delegate:xnnpack:<node>      the XNNPACK delegate: the node type (XNNConv2d, ...)
     portable:<operator>          an ExecuTorch kernel outside any delegate
                                  (``KernelCall failed ... in operator aten::convolution.out``)
+    runtime:pybindings           ExecuTorch's Python binding refused an input before any kernel
+                                 ran: extension/pybindings/pybindings.cpp takes contiguous or
+                                 4-D channels-last tensors only (a channels_last_3d input)
     harness                      our own setup (e.g. the quantized out-variant library not loaded)
     eager                        PyTorch itself rejects the configuration (INVALID)
 
@@ -31,6 +34,8 @@ from __future__ import annotations
 
 import re
 
+from harness.status import Status
+
 # --- the runtime's output ----------------------------------------------------------------------
 _CHECK = re.compile(r"Check failed \(|assert failed \(|Exception raised from |Missing operator|"
                     r"Could not find ShaderInfo|not supported|is not registered|Missing operator")
@@ -40,6 +45,9 @@ _XNN = re.compile(r"xnn_status_\w+|XNN\w*\.cpp")
 _ABORT = re.compile(r"terminate called|what\(\):|Aborted|Segmentation fault")
 _WHERE = re.compile(r"^\[([\w.]+):(\d+)\]\s*")  # ET_LOG's "[file.cpp:123] " prefix
 _IN_FUNCTION = re.compile(r"In function (\w+)\(\)")
+# extension/pybindings/pybindings.cpp (main cff6f4dd32, line 806): an input whose dim order is
+# neither contiguous nor 4-D channels-last is refused before the method runs
+_BINDING_INPUT = re.compile(r"Input \d+ for method \w+ should be contiguous or channels-last")
 _ERROR_CODE = re.compile(r"error:? 0x[0-9a-fA-F]+|0x[0-9a-fA-F]+$")
 
 LOG_TAIL_LINES = 20
@@ -92,7 +100,7 @@ def failed_operator(log: str) -> str | None:
 
 
 # --- the component -----------------------------------------------------------------------------
-SHARED_PREFIXES = ("portable:", "quantizer", "to_executorch", "harness", "eager", "export")
+SHARED_PREFIXES = ("portable:", "runtime:", "quantizer", "to_executorch", "harness", "eager", "export")
 # Lowering passes more than one lane runs, the same code: exir's and backends/transforms' that
 # both delegates' preprocess use, and XNNPACK's FuseBatchNormPass, which the Vulkan preprocess
 # imports (backends/vulkan/vulkan_preprocess.py). A pass of one backend's own (FusePatternsPass,
@@ -203,20 +211,22 @@ def component(*, status: str | None, backend: str, phase: str | None = None, mes
     message, log = message or "", log or ""
     undelegated_ops, delegated_ops = undelegated_ops or {}, delegated_ops or {}
     conv_outside = any("convolution" in op for op in undelegated_ops)
-    if status in (None, "", "PASS"):
+    if status in (None, "", Status.PASS):
         return ""
-    if status == "INVALID":
+    if status == Status.INVALID:
         return "eager"
-    if status == "NO_RUNTIME":
+    if status == Status.NO_RUNTIME:
         return "harness"
-    if status == "LOWER_ERROR":
+    if status == Status.LOWER_ERROR:
         return lowering_component(phase, message, traceback)
-    if status == "NOT_DELEGATED":
+    if status == Status.NOT_DELEGATED:
         return "partitioner"
-    if status == "CONTRACT_VIOLATION":
+    if status == Status.CONTRACT_VIOLATION:
         rules = re.findall(r"\[([a-z][a-z0-9-]*)\]", message)
         return f"delegate:{family}" + (f":contract[{rules[0]}]" if rules else "")
     text = f"{message}\n{log}"
+    if _BINDING_INPUT.search(text):
+        return "runtime:pybindings"
     operator = failed_operator(text)
     if operator:
         return f"portable:{operator}"
@@ -226,7 +236,7 @@ def component(*, status: str | None, backend: str, phase: str | None = None, mes
         m = re.match(r"((?:de)?quantize_per_(?:channel|tensor|token)\w*?)_out$", func)
         return (f"portable:quantized_decomposed::{m.group(1)}.out" if m
                 else f"portable:{func}")
-    if status == "MISMATCH":
+    if status == Status.MISMATCH:
         if family == "vulkan":
             shaders = _vulkan_shaders(reached)
             if shaders:
@@ -276,9 +286,11 @@ def key_component(status: str, message: str) -> str:
     kernel that aborted, the pass or stage of a lowering error. "" when the message names none
     (then the key is what it always was)."""
     message = message or ""
-    if status == "MISMATCH":
+    if status == Status.MISMATCH:
         return message.split(CULPRIT_MARK, 1)[1].strip() if CULPRIT_MARK in message else ""
-    if status in ("RUNTIME_ERROR", "CRASH"):
+    if status in (Status.RUNTIME_ERROR, Status.CRASH):
+        if _BINDING_INPUT.search(message):
+            return "runtime:pybindings"
         op = failed_operator(message)
         if op:
             return f"portable:{op}"
@@ -288,7 +300,7 @@ def key_component(status: str, message: str) -> str:
             return (f"portable:quantized_decomposed::{q.group(1)}.out" if q
                     else f"portable:{m.group(1)}")
         return ""
-    if status == "LOWER_ERROR":
+    if status == Status.LOWER_ERROR:
         return _lowering_named(message)
     return ""
 
