@@ -23,7 +23,7 @@ from pathlib import Path
 
 from harness.header import RunHeader
 from harness.lane import Lane
-from harness.record import CellResult
+from harness.record import CellResult, cell_key
 from harness.results import findings as findings_mod
 from harness.runfolder import RunFolder
 from harness.spec import ConvCase
@@ -31,11 +31,11 @@ from harness.status import Status
 
 MIN_RULE_CELLS = findings_mod.MIN_RULE_CELLS
 BACKEND_TAGS = {"vulkan": "[ET-VK]", "xnnpack": "[XNNPACK]"}
-WHAT = {"MISMATCH": "wrong output values", "RUNTIME_ERROR": "the runtime raises",
-        "CRASH": "the process dies", "LOWER_ERROR": "lowering fails",
-        "NOT_DELEGATED": "the conv is not delegated",
-        "CONTRACT_VIOLATION": "the serialized graph breaks a runtime argument contract",
-        "INVALID": "eager PyTorch rejects it"}
+WHAT = {Status.MISMATCH: "wrong output values", Status.RUNTIME_ERROR: "the runtime raises",
+        Status.CRASH: "the process dies", Status.LOWER_ERROR: "lowering fails",
+        Status.NOT_DELEGATED: "the conv is not delegated",
+        Status.CONTRACT_VIOLATION: "the serialized graph breaks a runtime argument contract",
+        Status.INVALID: "eager PyTorch rejects it"}
 
 
 class BugReportError(ValueError):
@@ -63,8 +63,8 @@ def _stock_cell(f: findings_mod.Finding, cells: list[CellResult]) -> CellResult:
     else a stock cell of the finding, else the representative (whose script then needs the
     fix it ran with)."""
     mine = [c for c in cells if findings_mod.cell_finding_id(c) == f.id]
-    ex = next(c for c in mine if (c.case_id, c.backend, c.fixes) ==
-              (f.example["case_id"], f.example["backend"], f.example["fixes"]))
+    ex = next(c for c in mine if c.key ==
+              cell_key(f.example["case_id"], f.example["backend"], f.example["fixes"]))
     if not ex.fixes:
         return ex
     return next((c for c in mine if not c.fixes), ex)

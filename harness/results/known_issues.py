@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from harness.spec import ConvCase
+from harness.status import Status
 
 KNOWN_ISSUES_FILE = Path(__file__).resolve().parents[2] / "cases" / "upstream" / "known_issues.json"
 ENV = "CONVCONF_KNOWN_ISSUES"  # another known-issues file (tests; a fork's own curation)
@@ -31,7 +32,10 @@ def default_path() -> Path:
     shipped cases/upstream/known_issues.json."""
     return Path(os.environ.get(ENV) or KNOWN_ISSUES_FILE)
 BACKENDS = ("vulkan", "xnnpack", "any")
-STATUSES = ("LOWER_ERROR", "NOT_DELEGATED", "CONTRACT_VIOLATION", "RUNTIME_ERROR", "CRASH", "MISMATCH")
+# The statuses a known issue's "statuses" may name.
+STATUSES = tuple(s.value for s in (Status.LOWER_ERROR, Status.NOT_DELEGATED,
+                                   Status.CONTRACT_VIOLATION, Status.RUNTIME_ERROR, Status.CRASH,
+                                   Status.MISMATCH))
 UPSTREAM_STATES = {"issue": ("open", "closed"), "pr": ("open", "closed", "merged")}
 Upstream = collections.namedtuple("Upstream", "repo number kind state title url")
 _CMP = re.compile(r"^(>=|<=|!=|==|>|<)\s*(-?\d+)$")

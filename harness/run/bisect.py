@@ -30,12 +30,15 @@ import sys
 import time
 from pathlib import Path
 
-from harness.run.bisect_step import STAGES, Step, classify
+from harness.run.bisect_step import DELEGATED, STAGES, Step, classify
 from harness.runtimes.git_source import GitError, Repo
+from harness.status import Status
 
-# how far a cell got (status.py's order) and the lowering outcomes, worst first
-ORDER = ("CRASH", "INVALID", "LOWER_ERROR", "CONTRACT_VIOLATION", "NO_RUNTIME", "RUNTIME_ERROR",
-         "NOT_DELEGATED", "MISMATCH", "DELEGATED", "PASS")
+# how far a cell got (status.py's order) and the lowering outcomes, worst first (DELEGATED is a
+# lowering outcome, not a Status)
+ORDER = (Status.CRASH.value, Status.INVALID.value, Status.LOWER_ERROR.value,
+         Status.CONTRACT_VIOLATION.value, Status.NO_RUNTIME.value, Status.RUNTIME_ERROR.value,
+         Status.NOT_DELEGATED.value, Status.MISMATCH.value, DELEGATED, Status.PASS.value)
 
 
 class BisectError(Exception):

@@ -37,11 +37,14 @@ from pathlib import Path
 
 from harness.runtimes import RuntimeBuildError, git_source
 from harness.runtimes.git_source import GitError, Repo
+from harness.status import Status
 
 OLD, NEW, SKIP = 0, 1, 125
 ABORT = 128  # git bisect run stops: a harness failure, not the commit's outcome
 STAGES = ("lowering", "execution")  # a ProbeEvaluator has one stage of its own, "probe"
 INNER_IMPORT_FAILED = 3
+# the lowering stage's outcome when the conv lowered into the delegate (the others are Statuses)
+DELEGATED = "DELEGATED"
 
 
 @dataclass
@@ -86,11 +89,11 @@ def classify(step: Step, old: str | None, new: str | None) -> Step:
 
 def lowering_outcome(row: dict) -> str:
     status = row.get("lowering_status", row.get("status"))
-    if status in ("INVALID", "LOWER_ERROR", "NOT_DELEGATED"):
+    if status in (Status.INVALID, Status.LOWER_ERROR, Status.NOT_DELEGATED):
         return status
     if row.get("contract_violations"):
-        return "CONTRACT_VIOLATION"
-    return "DELEGATED"
+        return Status.CONTRACT_VIOLATION.value
+    return DELEGATED
 
 
 # --- the conv cell ---------------------------------------------------------------------------
@@ -257,13 +260,15 @@ class CellEvaluator:
                                   timeout=self.timeout)
         except subprocess.TimeoutExpired:
             if stage == "execution":
-                return {"status": "CRASH", "message": f"timed out after {self.timeout:g} s"}, ""
+                return {"status": Status.CRASH.value,
+                        "message": f"timed out after {self.timeout:g} s"}, ""
             return None, f"lowering timed out after {self.timeout:g} s"
         said = _last_line(done.stderr)
         if done.returncode == INNER_IMPORT_FAILED:
             return None, f"the overlay does not import against the wheel: {said}"
         if done.returncode < 0 and stage == "execution":
-            return {"status": "CRASH", "message": f"killed by signal {-done.returncode}: {said}"}, ""
+            return {"status": Status.CRASH.value,
+                    "message": f"killed by signal {-done.returncode}: {said}"}, ""
         if done.returncode or not out.exists():
             return None, f"the step's process failed (exit {done.returncode}): {said}"
         return json.loads(out.read_text()), ""
