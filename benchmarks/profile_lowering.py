@@ -1,5 +1,5 @@
 """Where one warm cell's static stages spend their time, per lane, before and after the
-per-process pattern-graph memo (harness/lowering_memo.py): cProfile, top functions by
+per-process pattern-graph memo (harness/stages/lowering_memo.py): cProfile, top functions by
 cumulative time. "Before" is stock ExecuTorch (graphs rebuilt on every lowering)."""
 
 from __future__ import annotations

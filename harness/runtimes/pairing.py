@@ -56,9 +56,9 @@ def torch_for(release: str) -> tuple[str, str | None]:
     if release not in MEASURED:
         raise ValueError(f"no measured torch pairing for executorch {release} (its wheel requires "
                          f"{spec or 'no particular torch'}): install it once by hand and add "
-                         f"the torch that worked to harness/pairing.py MEASURED")
+                         f"the torch that worked to harness/runtimes/pairing.py MEASURED")
     torch = MEASURED[release]
     if spec and not Requirement(spec).specifier.contains(torch, prereleases=True):
         raise ValueError(f"executorch {release} requires {spec}, but the measured pairing is "
-                         f"torch {torch}: fix harness/pairing.py MEASURED")
+                         f"torch {torch}: fix harness/runtimes/pairing.py MEASURED")
     return torch, spec
