@@ -1,4 +1,5 @@
-"""Command line: ``python -m harness {run,report,repro,diff,bundle,ingest,runtime,cases}``.
+"""Command line: ``python -m harness COMMAND``; ``--help`` lists every command (``build_parser``
+names them from the subparsers, so the list cannot drift from the commands there are).
 
 Bad input (malformed case file, unknown backend/fix, unreadable results) ends in one line on
 stderr, ``convconf: error: ...``, exit 2, before anything in the output folder is touched.
@@ -20,10 +21,12 @@ from harness.cli.common import EXIT_USAGE, Parser, UsageError
 
 
 def build_parser() -> Parser:
-    p = Parser(prog="harness", description=__doc__.splitlines()[0])
+    p = Parser(prog="harness")
     sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
     for commands in (run, results, native, cases, fixes, bisect):
         commands.add_parsers(sub)
+    p.description = ("Command line: python -m harness COMMAND, where COMMAND is one of: "
+                     + ", ".join(sub.choices) + ".")
     return p
 
 
