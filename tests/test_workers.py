@@ -92,3 +92,22 @@ def test_pools_keep_at_most_limit_alive_and_finish_every_task(tmp_path):
         assert pools.outcome(f)[0]["name"] == name
     pids = {pools.outcome(f)[0]["pid"] for f in futures}
     assert len(pids) >= 3  # each key's tasks ran in its own pool's worker
+
+
+def _alive(pid: int) -> bool:
+    """A process that still runs (a zombie, ended and not yet reaped, does not)."""
+    try:
+        return "\nState:\tZ" not in open(f"/proc/{pid}/status").read()
+    except OSError:
+        return False
+
+
+def test_a_pool_left_at_the_end_of_its_with_leaves_no_worker_behind(tmp_path):
+    """A run's execution pools close when the run ends: their workers exit then, not when the
+    process that ran the run (an xdist worker running many runs) exits (issue #36: each run left
+    its execution workers alive)."""
+    with workers.Pool(jobs=2, timeout=60, log_dir=str(tmp_path)) as pool:
+        futures = [pool.submit(_cell, {"name": f"ok{i}", "kind": "ok"}) for i in range(4)]
+        concurrent.futures.wait(futures, timeout=60)
+    pids = {pool.outcome(f)[0]["pid"] for f in futures}
+    assert pids and not [pid for pid in pids if _alive(pid)]

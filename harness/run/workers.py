@@ -326,15 +326,23 @@ class Pool:
         return outcome(future, self.timeout)
 
     def close(self) -> None:
+        """Let the workers finish and wait for them to exit (a minute at most, then stop them):
+        pebble's ``close`` alone leaves them alive while its manager thread idles, and a process
+        that runs many runs (a test session's xdist worker) kept every run's execution workers,
+        about 200 MiB each (issue #36's footprint)."""
         self._pool.close()
-        self._pool.join(timeout=60)
+        try:
+            self._pool.join(timeout=60)
+        except TimeoutError:
+            self._pool.stop()
+            self._pool.join()
 
     def __enter__(self) -> Pool:
         return self
 
     def __exit__(self, kind, *exc) -> None:
         if kind is None:
-            self._pool.close()
+            self.close()
         else:  # interrupted: stop the workers now, what was recorded stays recorded
             self._pool.stop()
 
