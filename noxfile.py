@@ -35,13 +35,25 @@ def matrix(session):
     session.run("python", "-m", "harness", "run", "--out", out, "--fixes", "all", "--overwrite")
 
 
+def _nightly_pytest(session, junit: str) -> None:
+    """The nightly's pytest step: every test (both tiers) at the nightly Hypothesis profile, the
+    nightly corpus too. One command for `nox -s nightly` and nightly.yml's `tests` job."""
+    session.env["HYPOTHESIS_PROFILE"] = "nightly"
+    session.env["CONVCONF_CORPUS"] = "nightly"  # cases/nightly/*.json too (test_corpus.py)
+    session.run("python", "-m", "pytest", "-n", "auto", f"--junitxml={junit}")
+
+
+@nox.session
+def nightly_tests(session):
+    """The nightly's pytest step alone (nightly.yml runs it as a job beside the shards)."""
+    _nightly_pytest(session, session.posargs[0] if session.posargs else "nightly-junit.xml")
+
+
 @nox.session
 def nightly(session):
     """Nightly: the large Hypothesis profile, full matrix + report, JUnit XML for CI."""
     out = session.posargs[0] if session.posargs else "runs/nightly"
-    session.env["HYPOTHESIS_PROFILE"] = "nightly"
-    session.env["CONVCONF_CORPUS"] = "nightly"  # cases/nightly/*.json too (test_corpus.py)
-    session.run("python", "-m", "pytest", "-n", "auto", f"--junitxml={out}-pytest-junit.xml")
+    _nightly_pytest(session, f"{out}-pytest-junit.xml")
     # the convs of real models (cases/models, written by `harness cases from-model`; running
     # them needs no transformers), at their real shapes: a report of its own, not gated yet
     session.run("python", "-m", "harness", "run", "--out", f"{out}-models", "--max-examples", "0",
