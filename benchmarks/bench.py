@@ -40,7 +40,7 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 def naive_child(plan_file: str, library: str, start: int) -> None:
     """The naive loop itself (run as a child, the plan's plug-in loaded): every cell of the plan
     lowered and executed by ``run_cell``, one line per finished cell, flushed."""
-    from harness.lane import Lane
+    from harness.results import lanes as lane_names
     from harness.runtimes import load
     from harness.spec import ConvCase
     from harness.stages import lowering_memo
@@ -48,7 +48,7 @@ def naive_child(plan_file: str, library: str, start: int) -> None:
 
     plan = json.loads(Path(plan_file).read_text())
     cases = [ConvCase.from_dict(c) for c in plan["cases"]]
-    cells = [(cases[i], Lane.parse(name)) for i, name in plan["cells"]]
+    cells = [(cases[i], lane_names.parse(name)) for i, name in plan["cells"]]
     with lowering_memo.disabled(), load.use(library or None):
         for i in range(start, len(cells)):
             case, lane = cells[i]

@@ -13,6 +13,7 @@ import pytest
 from harness.run import runner
 from harness import versions
 from harness.lane import Lane
+from harness.results import lanes as lane_names
 from harness.results.corpus import entries, expectations
 from harness.spec import ConvCase
 
@@ -33,7 +34,7 @@ def test_expected_status(path, vulkan_runtime, tmp_path):
         case = ConvCase.from_dict(entry["case"])
         cases.append(case)
         for name, expected in expectations(entry, release).items():
-            lane = Lane.parse(name)
+            lane = lane_names.parse(name)
             wanted[(case.case_id, lane.backend_column, lane.fixes_column)] = expected
     assert wanted, f"{path.name} expects nothing on executorch {release}"
     lanes = sorted({Lane.of(b, f) for _, b, f in wanted})  # exactly the lanes the file names

@@ -6,8 +6,7 @@
   case files): ``vulkan``, ``vulkan+fixes`` (every fix that applies to the backend, as ``--fixes
   all`` makes), ``vulkan+vk-dw-edge-pad`` (one fix, as ``--fixes each`` makes); any other set
   keeps the comma form. Which fixes are "all" is the fix registry's to say, a floor above this
-  one: the caller passes them (results/lanes.py does), or ``use_all_fixes`` installs a resolver
-  that ``parse`` uses for ``+fixes`` when none is passed.
+  one: the caller passes them (``fixes.all_for``; results/lanes.py's ``parse`` and ``short`` do).
 - ``label``: ``vulkan (stock)``, ``vulkan +vulkan-conv-padding`` — the older long label.
 - ``backend_column`` / ``fixes_column``: the matrix's ``backend`` (with ``@device``) and
   ``fixes`` (comma-joined, "" for stock) columns; ``Lane.of(backend_column, fixes_column)``.
@@ -20,16 +19,9 @@ from dataclasses import dataclass
 
 ALL = "fixes"  # the short name's fix part for "every fix of the backend"
 
-# backend -> every fix that applies to it; a mapping or a function. Set by a floor that knows the
-# fix registry (results/lanes.py); None: ``+fixes`` cannot be read without one passed in.
+# backend -> every fix that applies to it; a mapping or a function, passed by a floor that knows
+# the fix registry (stages/fixes all_for): ``+fixes`` cannot be read without one.
 AllFixes = Mapping[str, Iterable[str]] | Callable[[str], Iterable[str]]
-_all_fixes: AllFixes | None = None
-
-
-def use_all_fixes(resolver: AllFixes | None) -> None:
-    """Install what ``Lane.parse`` reads ``BACKEND+fixes`` with when no ``all_fixes`` is passed."""
-    global _all_fixes
-    _all_fixes = resolver
 
 
 def _every_fix(all_fixes: AllFixes | None, backend: str) -> tuple[str, ...] | None:
@@ -60,15 +52,15 @@ class Lane:
     @classmethod
     def parse(cls, name: str, all_fixes: AllFixes | None = None) -> Lane:
         """A lane's name, short (``vulkan+fixes``) or full (``vulkan+a,b``), -> the lane.
-        ``+fixes`` needs to know every fix of the backend: ``all_fixes``, else the installed
-        resolver; ValueError (one line) when neither is there."""
+        ``+fixes`` needs to know every fix of the backend: ``all_fixes``; ValueError (one line)
+        without it."""
         head, _, fixes = name.strip().partition("+")
         if fixes.strip() == ALL:
             backend = head.partition("@")[0]
-            every = _every_fix(all_fixes if all_fixes is not None else _all_fixes, backend)
+            every = _every_fix(all_fixes, backend)
             if every is None:
                 raise ValueError(f"lane {name!r}: which fixes '+{ALL}' means is not known here "
-                                 "(pass all_fixes, or import harness.results.lanes)")
+                                 "(pass all_fixes: harness.stages.fixes.all_for)")
             if not every:
                 raise ValueError(f"lane {name!r}: no fix applies to {backend}")
             return cls.of(head, every)

@@ -331,7 +331,7 @@ DELEGATED = {
 def test_rewritten_conv_stays_in_the_delegate(fix_name):
     from harness.stages.cell import prepare
 
-    prepared = prepare(DELEGATED[fix_name], Lane.parse(f"vulkan+{fix_name}"))
+    prepared = prepare(DELEGATED[fix_name], Lane("vulkan", (fix_name,)))
     assert prepared.status in (None, "NO_RUNTIME"), (prepared.status, prepared.message)
     assert prepared.undelegated_ops == {}, prepared.undelegated_ops
     assert prepared.delegated_ops.get("aten.convolution", 0) >= 1

@@ -106,11 +106,10 @@ def print_legend(df) -> None:
 
 def print_findings(found: list) -> None:
     """Each finding's one-line title (id, lanes, status, cells, culprit), cut to the width."""
-    from harness.lane import Lane
     from harness.results import lanes
 
     for f in found:
-        names = [lanes.short(Lane.parse(n)) for n in (f.cells_by_lane or f.lanes)]
+        names = [lanes.short(lanes.parse(n)) for n in (f.cells_by_lane or f.lanes)]
         where = ", ".join(names) if len(", ".join(names)) <= 30 else f"{len(names)} lanes"
         line = (f"  {f.id} {f.status} x{f.count} on {where}"
                 + (f" [{f.component}]" if f.component else "") + f": {' '.join(f.signature.split())}")

@@ -25,6 +25,7 @@ from harness.header import RunHeader
 from harness.lane import Lane
 from harness.record import CellResult, cell_key
 from harness.results import findings as findings_mod
+from harness.results import lanes
 from harness.runfolder import RunFolder
 from harness.spec import ConvCase
 from harness.status import Status
@@ -244,7 +245,7 @@ def render(run_dir: str | os.PathLike, finding_id: str, out_file: Path | None = 
     findings_mod.draw_pictures(run_dir, [f])
     cell = _stock_cell(f, cells)
     minimal = f.minimal if f.minimal and f.minimal.get("case") else None
-    if minimal and Lane.parse(minimal.get("lane", cell.backend)).fixes == ():
+    if minimal and lanes.parse(minimal.get("lane", cell.backend)).fixes == ():
         case, case_note = ConvCase.from_dict(minimal["case"]), (
             f"the smallest case `--shrink` found in the same finding ({minimal.get('tries', '?')}"
             f" tries; shrunk from `{cell.case_id}`)")

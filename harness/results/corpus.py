@@ -20,6 +20,7 @@ from pathlib import Path
 
 from harness import versions
 from harness.lane import Lane
+from harness.results import lanes
 from harness.runfolder import atomic_write
 from harness.spec import ConvCase, load_entries
 from harness.status import OK
@@ -79,7 +80,7 @@ def check(df, paths, release: str) -> tuple[int, list[str], int]:
         for case, entry in read(path):
             case_id = case.case_id
             for lane_name, expected in expectations(entry, release).items():
-                row = got.get((case_id, Lane.parse(lane_name)))
+                row = got.get((case_id, lanes.parse(lane_name)))
                 if row is None:
                     absent += 1
                 elif row.status == expected:

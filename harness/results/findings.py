@@ -447,7 +447,7 @@ def markdown(findings: list[Finding], cells_not_pass: int, legend: list[str] | N
             f" [picture]({f.picture})" if f.picture else "")
         deciding = (", ".join(f.deciding) or "none found") if f.diagnosis else "-"
         said = (f"`{f.runtime_line.replace('|', '/')[:200]}`" if f.runtime_line else "-")
-        lanes = ("; ".join(f"{lane_names.short(Lane.parse(lane))}: {len(ids)}"
+        lanes = ("; ".join(f"{lane_names.short(lane_names.parse(lane))}: {len(ids)}"
                            for lane, ids in f.cells_by_lane.items())
                  if f.cells_by_lane else f.backend)
         lines.append(f"| {f.id} | {lanes} | {f.status} | {f.count} | {f.known} | "

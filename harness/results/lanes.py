@@ -1,6 +1,6 @@
 """Lane names as people read and type them (lane.py's ``short``), with the fix registry's word on
 which fixes are "all" of a backend: ``vulkan+fixes`` is the lane ``--fixes all`` makes. Importing
-this module installs that resolver for ``Lane.parse``, so ``Lane.parse("vulkan+fixes")`` reads.
+``parse`` reads both spellings back (``Lane.parse`` alone does not know what ``+fixes`` means).
 
 The full fix lists appear once, in a legend (``legend``): the report, findings.md, the console
 footer; matrix.csv's ``fixes`` column keeps them as data.
@@ -10,20 +10,15 @@ from __future__ import annotations
 
 import functools
 
-from harness import lane as lane_module
 from harness.lane import Lane
 
 
 @functools.lru_cache(maxsize=None)
 def all_fixes(backend: str) -> tuple[str, ...]:
-    """Every registered fix that applies to ``backend`` and that the installed ExecuTorch can run:
-    what ``--fixes all`` gives the backend's lane."""
+    """What ``--fixes all`` gives the backend's lane (the fix registry's ``all_for``)."""
     from harness.stages import fixes as fix_registry
 
-    return tuple(sorted(fix_registry.for_backend(fix_registry.parse("all"), backend)))
-
-
-lane_module.use_all_fixes(all_fixes)
+    return fix_registry.all_for(backend)
 
 
 def short(lane: Lane | str, fixes: str | tuple | list | None = None) -> str:

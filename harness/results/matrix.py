@@ -10,8 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from harness.lane import Lane
-from harness.results import lanes  # also installs what Lane.parse reads "+fixes" with
+from harness.results import lanes
 from harness.runfolder import atomic_write
 from harness.spec import FIELDS
 from harness.status import ORDER

@@ -163,9 +163,9 @@ def summary(df: pd.DataFrame, found: list, verdict: pd.Series | None = None,
 def finding_lanes(f) -> str:
     """A finding's lanes by their short names (with its cells per lane when it spans several)."""
     if f.cells_by_lane:
-        return "; ".join(f"{lanes.short(Lane.parse(n))}: {len(ids)}"
+        return "; ".join(f"{lanes.short(lanes.parse(n))}: {len(ids)}"
                          for n, ids in f.cells_by_lane.items())
-    return ", ".join(lanes.short(Lane.parse(n)) for n in f.lanes) or f.backend
+    return ", ".join(lanes.short(lanes.parse(n)) for n in f.lanes) or f.backend
 
 
 def shown_path(path, run_dir=None) -> str:

@@ -68,7 +68,7 @@ def lanes(config: RunConfig) -> list[Lane]:
     """Every lane of a case: stock always, plus the fix set where it applies (and, with
     ``fixes_each``, each of its fixes alone); or exactly ``lane_names``."""
     if config.lane_names:
-        return sorted({Lane.parse(name) for name in config.lane_names})
+        return sorted({Lane.parse(name, fix_registry.all_for) for name in config.lane_names})
     out = []
     for backend in config.backends:
         out.append(Lane(backend))

@@ -35,4 +35,10 @@ def for_backend(fix_names: list[str], backend: str) -> list[str]:
     return [n for n in fix_names if backend in get(n).backends]
 
 
-__all__ = ["Fix", "for_backend", "get", "names", "parse", "register", "unavailable"]
+def all_for(backend: str) -> tuple[str, ...]:
+    """What ``--fixes all`` gives ``backend``'s lane (its short name ``BACKEND+fixes``): every
+    registered fix that applies to it and that the installed ExecuTorch can run."""
+    return tuple(sorted(for_backend(parse("all"), backend)))
+
+
+__all__ = ["Fix", "all_for", "for_backend", "get", "names", "parse", "register", "unavailable"]
