@@ -156,3 +156,131 @@ def test_xnnpack_fix_leaves_fp32_and_odd_kernels_alone():
         assert fixed.pte_size_kb == stock.pte_size_kb
         assert fixed.status == stock.status, (stock.message, fixed.message)
         assert_honest(fixed)
+
+
+# ------------------------------------------- vk-conv1d-pw-stride-pad (issue 39: Conv1dPW.cpp)
+
+PW1D = "vk-conv1d-pw-stride-pad"
+
+
+def _edge_program(module, x):
+    from executorch.exir import to_edge
+
+    return to_edge(torch.export.export(module.eval(), (x,))).exported_program()
+
+
+def _int_conv1d(*args, seed=0, **kw):
+    """A Conv1d with integer-valued weights (every product and sum exact in float32)."""
+    module = torch.nn.Conv1d(*args, **kw)
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in module.parameters():
+            p.copy_(torch.randint(-4, 5, p.shape, generator=gen).float())
+    return module.eval()
+
+
+@pytest.mark.parametrize("kw, length", [(dict(stride=2), 9), (dict(padding=1), 9),
+                                        (dict(stride=3, padding=2, dilation=2), 10),
+                                        (dict(stride=2, padding=3, bias=False), 1)])
+def test_vk_conv1d_pw_rewrite_is_exact_and_idempotent(kw, length):
+    from harness.stages.fixes.vk_conv1d_pw_stride_pad import PointwiseConv1dExplicitStridePadPass
+
+    module = _int_conv1d(4, 8, 1, **kw)
+    x = torch.randint(-4, 5, (2, 4, length), generator=torch.Generator().manual_seed(1)).float()
+    ep = _edge_program(module, x)
+    assert PointwiseConv1dExplicitStridePadPass()(ep.graph_module).modified is True
+    (conv,) = [n for n in ep.graph_module.graph.nodes if "aten.convolution" in str(n.target)]
+    assert (list(conv.args[3]), list(conv.args[4]), list(conv.args[5])) == ([1], [0], [1])
+    assert list(conv.meta["val"].shape) == list(module(x).shape)
+    with torch.no_grad():
+        assert torch.equal(ep.module()(x), module(x))
+    assert PointwiseConv1dExplicitStridePadPass()(ep.graph_module).modified is False
+
+
+@pytest.mark.parametrize("module", [torch.nn.Conv1d(4, 8, 1), torch.nn.Conv1d(4, 8, 3, stride=2),
+                                    torch.nn.Conv1d(4, 8, 1, stride=2, groups=2),
+                                    torch.nn.Conv2d(4, 8, 1, stride=2),
+                                    torch.nn.Conv1d(4, 8, 1, stride=2).to(torch.bfloat16)],
+                         ids=["k1-s1-p0", "k3", "grouped", "conv2d", "bf16"])
+def test_vk_conv1d_pw_fix_leaves_other_convs_alone(module):
+    from harness.stages.fixes.vk_conv1d_pw_stride_pad import PointwiseConv1dExplicitStridePadPass
+
+    shape = (1, 4, 9, 9) if isinstance(module, torch.nn.Conv2d) else (1, 4, 9)
+    ep = _edge_program(module, torch.randn(shape).to(next(module.parameters()).dtype))
+    before = str(ep.graph_module.graph)
+    assert PointwiseConv1dExplicitStridePadPass()(ep.graph_module).modified is False
+    assert str(ep.graph_module.graph) == before
+    fix = fixes.get(PW1D)
+    assert fix.backends == ("vulkan",) and fix.kind == "graph" and PW1D in fixes.parse("all")
+
+
+# ----------------------------------------- vk-q8-fold-weight-dequant (issue 39: q8ta declines)
+
+FOLD = "vk-q8-fold-weight-dequant"
+
+
+def _int8_edge_program(case):
+    from executorch.exir import to_edge
+
+    module, inputs = build_module(case), make_inputs(case)
+    converted, _ = quantize(case, module, inputs, get("vulkan"))
+    return to_edge(torch.export.export(converted, inputs)).exported_program(), inputs
+
+
+def _weight_dequantizes(ep):
+    return [n for n in ep.graph_module.graph.nodes if n.op == "call_function"
+            and "dequantize_per_channel" in str(n.target)]
+
+
+@pytest.mark.parametrize("kw", [
+    dict(dim=1, in_channels=4, out_channels=8, kernel_size=3, padding=1, input_shape=(1, 4, 16),
+         quant="int8_per_channel"),
+    dict(dim=1, in_channels=4, out_channels=8, kernel_size=3, groups=2, input_shape=(2, 4, 16),
+         quant="int8_per_tensor"),
+    dict(dim=1, in_channels=3, out_channels=6, kernel_size=2, padding="same", dilation=3, groups=3,
+         input_shape=(1, 3, 8), quant="int8_per_channel")],
+    ids=["conv1d-pc", "conv1d-pt-grouped", "conv1d-declined"])
+def test_vk_q8_fold_rewrite_is_exact_and_idempotent(kw):
+    """The folded weight is dequantize(w) computed by the same op: the program's output is
+    bit-identical in eager, no weight dequantize is left, and a second run changes nothing."""
+    from harness.stages.fixes.vk_q8_fold_weight_dequant import FoldWeightDequantPass
+
+    ep, inputs = _int8_edge_program(ConvCase(**kw))
+    with torch.no_grad():
+        before = ep.module()(*inputs)
+    assert FoldWeightDequantPass()(ep).modified is True
+    (conv,) = [n for n in ep.graph_module.graph.nodes if "aten.convolution" in str(n.target)]
+    assert conv.args[1].op == "placeholder" and conv.args[1].meta["val"].dtype == torch.float32
+    x = conv.args[0]  # the activation stays int8 (an even-kernel "same" pad may sit between)
+    x = x.args[0] if "constant_pad_nd" in str(x.target) else x
+    assert "dequantize" in str(x.target)
+    assert not _weight_dequantizes(ep)
+    with torch.no_grad():
+        assert torch.equal(ep.module()(*inputs), before)
+    assert FoldWeightDequantPass()(ep).modified is False
+
+
+@pytest.mark.parametrize("kw", [
+    dict(dim=2, in_channels=4, out_channels=8, kernel_size=3, padding=1, input_shape=(1, 4, 8, 8),
+         quant="int8_per_channel"),
+    dict(dim=2, in_channels=4, out_channels=8, kernel_size=3, padding=1, groups=4,
+         input_shape=(1, 4, 8, 8), quant="int8_per_channel"),
+    dict(dim=3, in_channels=2, out_channels=4, kernel_size=3, input_shape=(1, 2, 5, 5, 5),
+         quant="int8_per_channel"),
+    dict(dim=2, in_channels=4, out_channels=8, kernel_size=4, padding="same", input_shape=(1, 4, 8, 8),
+         quant="int8_per_channel"),
+    dict(dim=1, in_channels=4, out_channels=8, kernel_size=3, input_shape=(1, 4, 16))],
+    ids=["q8ta-fuses", "grouped-conv2d", "conv3d", "declined-conv2d", "float"])
+def test_vk_q8_fold_leaves_other_convs_alone(kw):
+    from harness.stages.fixes.vk_q8_fold_weight_dequant import FoldWeightDequantPass
+
+    case = ConvCase(**kw)
+    if case.quant:
+        ep, _ = _int8_edge_program(case)
+    else:
+        ep = _edge_program(build_module(case), make_inputs(case)[0])
+    before = str(ep.graph_module.graph)
+    assert FoldWeightDequantPass()(ep).modified is False
+    assert str(ep.graph_module.graph) == before
+    fix = fixes.get(FOLD)
+    assert fix.backends == ("vulkan",) and fix.kind == "graph" and FOLD in fixes.parse("all")
