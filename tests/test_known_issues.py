@@ -31,6 +31,49 @@ Q8TA_306 = ("add_q8ta_conv2d_node at executorch/backends/vulkan/runtime/graph/op
             "Q8taConv2d.cpp:306: (conv_params.in_channels_per_group % 4 == 0) is false!")
 DW7 = dict(in_channels=4, out_channels=4, groups=4, kernel_size=7)
 
+# issue 39: the nightly's findings without a fix (each entry's note says why, or names its fix)
+PYB = "Input 0 for method forward should be contiguous or channels-last."
+FUSE = "Exception: An error occurred when running the 'FusePatternsPass' pass after the following passes: [] <- "
+MISSING_DQ = ("worker killed by SIGABRT (signal 6); it printed: [VulkanBackend.cpp:480] In function "
+              "build_graph(), assert failed (VK_HAS_OP(op_name)): Missing operator: "
+              "quantized_decomposed.dequantize_per_channel.default")
+TOTENSORREF = ("Exception raised from toTensorRef at executorch/backends/vulkan/runtime/graph/containers/"
+               "Value.h:262: (isTensorRef()) is false! Expected value to have type TensorRef, got TENSOR instead.")
+PW_MISMATCH = "32/40 elements outside atol=0.0001 rtol=0.0001, max|d|=3 — culprit: delegate:vulkan:conv1d_pw_texture3d_texture2d_float"
+C1D_MISMATCH = "9/36 elements outside atol=0.0001 rtol=0.0001, max|d|=1.02 — culprit: delegate:vulkan:conv1d_float"
+VK_OUT = "outside the vulkan delegate: aten.convolution x1"
+XNN_OUT = "outside the xnnpack delegate: aten.convolution x1"
+REFLECT_OUT = "outside the xnnpack delegate: aten.abs x2, aten.arange.start_step x1, aten.index.Tensor x1, aten.sub.Tensor x1"
+CONV_DIM_ORDER = ("Failed to execute method forward, error: 0x12 — runtime: [kernel_ops_util.cpp:389] Check failed "
+                  "(tensor_is_default_or_channels_last_dim_order(weight)): | [method.cpp:1483] KernelCall failed at "
+                  "instruction 0:0 in operator aten::convolution.out: 0x12")
+INDEX_DIM_ORDER = ("Failed to execute method forward, error: 0x12 — runtime: [tensor_util_portable.cpp:130] Check failed "
+                   "(all_contiguous || all_channels_last): 2 input tensors have different dim orders | [method.cpp:1483] "
+                   "KernelCall failed at instruction 0:16 in operator aten::index.Tensor_out: 0x12")
+SLICE_RESIZE = ("Failed to execute method forward, error: 0x12 — runtime: [op_slice_copy.cpp:52] Check failed "
+                "(resize_tensor(out, {target_sizes, target_ndim}) == Error::Ok): | [method.cpp:1483] KernelCall failed "
+                "at instruction 0:1 in operator aten::slice_copy.Tensor_out: 0x12")
+ARGS = ("Exception raised from execute at executorch/backends/vulkan/runtime/VulkanBackend.cpp:729: (args.size() == "
+        "num_inputs + num_outputs) is false! Vulkan graph declares 1 inputs and 1 outputs, but the delegate call supplied 3 arguments")
+BN3D = ("Exception raised from add_native_batch_norm_node at executorch/backends/vulkan/runtime/graph/ops/impl/"
+        "BatchNorm.cpp:65: (in_sizes.size() == 4) is false! BatchNorm only support 4d tensor")
+DIM_ORDER_MAP = "AssertionError: Failed to map a given dim_order: [0, 2, 1, 3] to a torch.memory_format"
+CL_TAGGED = ("Exception: An error occurred when running the 'ChannelsLastTaggedReshapePass' pass after the following "
+             "passes: [] <- AssertionError: Expected p_weight to be NCHW in channels last reshape pass")
+RESHAPE2 = "RuntimeError: XNNPACK reshape only supports 1 dynamic dimension. This may occur when"
+FUSE_BN = ("Exception: An error occurred when running the 'FuseBatchNormPass' pass after the following passes: [] <- "
+           "RuntimeError: The size of tensor a (2) must match the size of tensor b (4) at non-singleton dimension 1")
+XNN_SHAPES = ("Failed to execute method forward, error: 0x1 — runtime: [XNNExecutor.cpp:169] Internal Error: "
+              "Propagating input shapes failed with code: xnn_status_invalid_parameter")
+PORTABLE_MISMATCH = "max|d|=2.64 is 205.00 output steps > 1.0 — culprit: portable:aten::convolution.out"
+XNN_RESIZE = ("Failed to execute method forward, error: 0x10 — runtime: [XNNExecutor.cpp:279] Failed to resize output "
+              "tensor for XNNExecutor | [method.cpp:1528] CALL_DELEGATE execute failed at instruction 0: 0x10")
+XNN_MISMATCH = "max|d|=13.8 is 105.69 output steps > 1.0 — culprit: delegate:xnnpack:XNNConv2d"
+XNN_PAD = ("Failed to execute method forward, error: 0x1 — runtime: [XNNCompiler.cpp:1262] Failed to create "
+           "StaticConstantPad node 3 with code: xnn_status_invalid_parameter")
+C3D = dict(dim=3, in_channels=2, kernel_size=3, input_shape=(1, 2, 5, 5, 5))
+C1D = dict(dim=1, in_channels=4, out_channels=8, input_shape=(1, 4, 9))
+
 # id -> (backend lane, case, status, message) showing the bug (corpus files and README) ...
 PORTABLE_CONV3D = (
     "Failed to execute method forward, error: 0x12 — runtime: [kernel_ops_util.cpp:394] Check "
@@ -96,6 +139,44 @@ REPRESENTATIVE = {
     "portable-quantize-per-channel-float-scale": (
         "vulkan", case(in_channels=8, out_channels=16, padding=1, input_shape=(1, 8, 12, 12),
                        quant="int8_per_channel", weights="input"), "CRASH", Q_PER_CHANNEL_ABORT),
+    "pybindings-5d-channels-last-input": ("xnnpack", case(**C3D), "RUNTIME_ERROR", PYB),
+    "vulkan-q8-conv1d-pattern-unpack": (
+        "vulkan", case(**C1D, quant="int8_per_channel"), "LOWER_ERROR",
+        FUSE + "ValueError: not enough values to unpack (expected 4, got 3)"),
+    "vulkan-q8-conv3d-pattern-unpack": (
+        "vulkan", case(**C3D, quant="int8_per_channel"), "LOWER_ERROR",
+        FUSE + "ValueError: too many values to unpack (expected 4)"),
+    "vulkan-q8-dequantize-per-channel-missing-op": (
+        "vulkan", case(in_channels=4, out_channels=8, groups=4, quant="int8_per_channel"), "CRASH", MISSING_DQ),
+    "vulkan-conv-runtime-weight": ("vulkan", case(weights="input"), "RUNTIME_ERROR", TOTENSORREF),
+    "vulkan-conv1d-pw-stride-padding": ("vulkan", case(**{**C1D, "kernel_size": 1}, stride=2), "MISMATCH", PW_MISMATCH),
+    "vulkan-conv-not-delegated-by-design": ("vulkan", case(dtype="bfloat16"), "NOT_DELEGATED", VK_OUT),
+    "xnnpack-conv-not-delegated-by-design": ("xnnpack", case(dtype="bfloat16"), "NOT_DELEGATED", XNN_OUT),
+    "padding-mode-decomposition-not-delegated": (
+        "xnnpack", case(padding=1, padding_mode="reflect"), "NOT_DELEGATED", REFLECT_OUT),
+    "portable-conv-dim-order": ("vulkan", case(dtype="bfloat16"), "RUNTIME_ERROR", CONV_DIM_ORDER),
+    "portable-index-tensor-dim-order": (
+        "xnnpack", case(padding=1, padding_mode="reflect"), "RUNTIME_ERROR", INDEX_DIM_ORDER),
+    "portable-slice-copy-dynamic-circular": (
+        "xnnpack", case(padding=1, padding_mode="circular"), "RUNTIME_ERROR", SLICE_RESIZE),
+    "exir-graph-output-allocated-dynamic-circular": (
+        "vulkan", case(padding=1, padding_mode="circular"), "LOWER_ERROR", "AssertionError: graph_output_allocated not set"),
+    "vulkan-execute-arg-count-circular": ("vulkan", case(padding=1, padding_mode="circular"), "RUNTIME_ERROR", ARGS),
+    "vulkan-batch-norm-3d": ("vulkan", case(**C1D, transposed=True), "RUNTIME_ERROR", BN3D),
+    "vulkan-conv1d-dynamic-resize-mismatch": ("vulkan", case(**C1D, padding=1), "MISMATCH", C1D_MISMATCH),
+    "exir-dim-order-memory-format-map": ("xnnpack", case(padding=1, padding_mode="replicate"), "LOWER_ERROR", DIM_ORDER_MAP),
+    "xnnpack-channels-last-tagged-reshape-assert": ("xnnpack", case(groups=2), "LOWER_ERROR", CL_TAGGED),
+    "xnnpack-reshape-two-dynamic-dims": ("xnnpack", case(**C1D), "LOWER_ERROR", RESHAPE2),
+    "xnnpack-fuse-batch-norm-grouped-transposed": (
+        "xnnpack", case(**C1D, transposed=True, groups=2), "LOWER_ERROR", FUSE_BN),
+    "xnnpack-conv2d-channels-last-input-shapes": ("xnnpack", case(stride=3), "RUNTIME_ERROR", XNN_SHAPES),
+    "xnnpack-int8-runtime-weight-portable-mismatch": (
+        "xnnpack", case(quant="int8_per_tensor", weights="input"), "MISMATCH", PORTABLE_MISMATCH),
+    "xnnpack-channels-last-module-output-resize": ("xnnpack", case(quant="int8_per_tensor"), "RUNTIME_ERROR", XNN_RESIZE),
+    "xnnpack-int8-circular-channels-last-mismatch": (
+        "xnnpack", case(padding=1, padding_mode="circular", quant="int8_per_tensor"), "MISMATCH", XNN_MISMATCH),
+    "xnnpack-int8-conv3d-pad-5d": (
+        "xnnpack", case(**{**C3D, "kernel_size": 2}, padding="same", quant="int8_per_tensor"), "RUNTIME_ERROR", XNN_PAD),
 }
 
 # ... and a control one step away (the same message unless the message is what differs).
@@ -148,6 +229,43 @@ CONTROL = {
         "worker killed by SIGABRT (signal 6); it printed: [VulkanBackend.cpp:480] In function "
         "build_graph(), assert failed (VK_HAS_OP(op_name)): Missing operator: "
         "quantized_decomposed.quantize_per_channel.default"),
+    # issue 39 (one feature away: the lane, the shape, the dtype or the message)
+    "pybindings-5d-channels-last-input": ("xnnpack", case(), "RUNTIME_ERROR", PYB),
+    "vulkan-q8-conv1d-pattern-unpack": (
+        "vulkan", case(quant="int8_per_channel"), "LOWER_ERROR",
+        FUSE + "ValueError: not enough values to unpack (expected 4, got 3)"),
+    "vulkan-q8-conv3d-pattern-unpack": (
+        "vulkan", case(**C3D, quant="int8_per_tensor"), "LOWER_ERROR",
+        FUSE + "ValueError: too many values to unpack (expected 4)"),
+    "vulkan-q8-dequantize-per-channel-missing-op": (
+        "xnnpack", case(in_channels=4, out_channels=8, groups=4, quant="int8_per_channel"), "CRASH", MISSING_DQ),
+    "vulkan-conv-runtime-weight": ("xnnpack", case(weights="input"), "RUNTIME_ERROR", TOTENSORREF),
+    "vulkan-conv1d-pw-stride-padding": ("vulkan", case(**C1D, stride=2), "MISMATCH", PW_MISMATCH),
+    "vulkan-conv-not-delegated-by-design": ("vulkan", case(dtype="bfloat16"), "NOT_DELEGATED",
+                                            "outside the vulkan delegate: aten.hardtanh x1"),
+    "xnnpack-conv-not-delegated-by-design": ("vulkan", case(dtype="bfloat16"), "NOT_DELEGATED", XNN_OUT),
+    "padding-mode-decomposition-not-delegated": ("xnnpack", case(padding=1), "NOT_DELEGATED", REFLECT_OUT),
+    "portable-conv-dim-order": ("vulkan", case(dtype="bfloat16"), "RUNTIME_ERROR", INDEX_DIM_ORDER),
+    "portable-index-tensor-dim-order": ("xnnpack", case(padding=1), "RUNTIME_ERROR", INDEX_DIM_ORDER),
+    "portable-slice-copy-dynamic-circular": ("xnnpack", case(padding=1), "RUNTIME_ERROR", SLICE_RESIZE),
+    "exir-graph-output-allocated-dynamic-circular": (
+        "xnnpack", case(padding=1, padding_mode="circular"), "LOWER_ERROR", "AssertionError: graph_output_allocated not set"),
+    "vulkan-execute-arg-count-circular": ("vulkan", case(padding=1), "RUNTIME_ERROR", ARGS),
+    "vulkan-batch-norm-3d": ("vulkan", case(transposed=True), "RUNTIME_ERROR", BN3D),
+    "vulkan-conv1d-dynamic-resize-mismatch": ("vulkan", case(padding=1), "MISMATCH", C1D_MISMATCH),
+    "exir-dim-order-memory-format-map": ("xnnpack", case(padding=1, padding_mode="replicate"), "LOWER_ERROR",
+                                         "AssertionError: something else"),
+    "xnnpack-channels-last-tagged-reshape-assert": ("vulkan", case(groups=2), "LOWER_ERROR", CL_TAGGED),
+    "xnnpack-reshape-two-dynamic-dims": ("xnnpack", case(), "LOWER_ERROR", RESHAPE2),
+    "xnnpack-fuse-batch-norm-grouped-transposed": ("xnnpack", case(**C1D, transposed=True), "LOWER_ERROR", FUSE_BN),
+    "xnnpack-conv2d-channels-last-input-shapes": ("xnnpack", case(transposed=True, stride=3), "RUNTIME_ERROR", XNN_SHAPES),
+    "xnnpack-int8-runtime-weight-portable-mismatch": (
+        "xnnpack", case(quant="int8_per_channel", weights="input"), "MISMATCH", PORTABLE_MISMATCH),
+    "xnnpack-channels-last-module-output-resize": ("xnnpack", case(**C1D, quant="int8_per_tensor"), "RUNTIME_ERROR", XNN_RESIZE),
+    "xnnpack-int8-circular-channels-last-mismatch": (
+        "xnnpack", case(padding=1, padding_mode="reflect", quant="int8_per_tensor"), "MISMATCH", XNN_MISMATCH),
+    "xnnpack-int8-conv3d-pad-5d": (
+        "xnnpack", case(kernel_size=2, padding="same", quant="int8_per_tensor"), "RUNTIME_ERROR", XNN_PAD),
 }
 
 
