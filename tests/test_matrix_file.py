@@ -26,3 +26,18 @@ def test_matrix_json_round_trips_floats_exactly_and_writes_nan_as_null(tmp_path)
     assert (again / "matrix.csv").read_text() == (tmp_path / "matrix.csv").read_text()
     back = matrix.read(again)
     assert back.loc[0, "max_abs_error"] == tiny and back.loc[0, "reached"] == ["conv2d_float"]
+
+
+def test_the_fix_summary_counts_cells_turned_pass_and_cells_made_worse():
+    """--fixes each: what each fix did against stock, with the cells it made worse named as a
+    count (a pass lost, or a loud failure turned into wrong values), which must be 0 for a fix."""
+    import pandas as pd
+
+    rows = [("a", "", "LOWER_ERROR"), ("a", "f1", "PASS"), ("b", "", "LOWER_ERROR"),
+            ("b", "f1", "MISMATCH"), ("c", "", "PASS"), ("c", "f1", "RUNTIME_ERROR"),
+            ("d", "", "MISMATCH"), ("d", "f1", "RUNTIME_ERROR")]
+    df = pd.DataFrame(rows, columns=["case_id", "fixes", "status"]).assign(backend="vulkan")
+    (line,) = matrix.fix_summary_lines(df)
+    assert line.endswith("(turned PASS 1, made worse 2)"), line
+    assert not matrix.made_worse("MISMATCH", "RUNTIME_ERROR")  # a guard: loud, not worse
+    assert matrix.made_worse("NOT_DELEGATED", "CRASH") and not matrix.made_worse("PASS", "PASS")

@@ -13,7 +13,7 @@ import pandas as pd
 from harness.results import lanes
 from harness.runfolder import atomic_write
 from harness.spec import FIELDS
-from harness.status import ORDER
+from harness.status import ORDER, Status
 
 LEAD = ["case_id", "backend", "fixes", "status", "max_abs_error", "message"]
 STATUS_ORDER = [s.value for s in ORDER]
@@ -88,8 +88,21 @@ def fix_effects(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def made_worse(stock: str, fixed: str) -> bool:
+    """Whether a fix made a cell worse: it passed (or ran right outside the delegate) and now
+    fails, or it failed loudly and now computes wrong values (a silent MISMATCH is worse for a
+    user than an error, though it got further down the pipeline)."""
+    ok = (Status.PASS.value, Status.NOT_DELEGATED.value, Status.NO_RUNTIME.value)
+    if stock == fixed:
+        return False
+    if stock in ok:
+        return fixed not in ok
+    return fixed == Status.MISMATCH.value
+
+
 def fix_summary_lines(df: pd.DataFrame) -> list[str]:
-    """Per fixed lane (its short name), what its fixes changed against stock."""
+    """Per fixed lane (its short name), what its fixes changed against stock: the moves, the
+    cells turned PASS and the cells made worse (``made_worse``)."""
     effects = fix_effects(df)
     lines = []
     for (fixes, backend), group in effects.groupby(["fixes", "backend"]):
@@ -100,7 +113,11 @@ def fix_summary_lines(df: pd.DataFrame) -> list[str]:
             lines.append(f"{name}: no-op here ({total} cells, none changed status)")
             continue
         moves = ", ".join(f"{r['from']}->{r['to']} x{r['cells']}" for _, r in changed.iterrows())
-        lines.append(f"{name}: changed {int(changed['cells'].sum())}/{total} cells: {moves}")
+        passed = int(changed.loc[changed["to"] == Status.PASS.value, "cells"].sum())
+        worse = int(sum(r["cells"] for _, r in changed.iterrows()
+                        if made_worse(r["from"], r["to"])))
+        lines.append(f"{name}: changed {int(changed['cells'].sum())}/{total} cells: {moves} "
+                     f"(turned PASS {passed}, made worse {worse})")
     return lines
 
 
