@@ -53,6 +53,28 @@ def pass_result(graph_module, modified: bool) -> PassResult:
     return PassResult(graph_module, modified)
 
 
+def val(arg):
+    return arg.meta["val"] if isinstance(arg, torch.fx.Node) else arg
+
+
+def fake_val(target, args, kwargs=None):
+    """``target`` run on the fake values of its arguments (the node's new ``meta["val"]``)."""
+    vals = [[val(a) for a in x] if isinstance(x, (list, tuple)) else val(x) for x in args]
+    flat = [v for x in vals for v in (x if isinstance(x, list) else [x])]
+    fake = next(v for v in flat if isinstance(v, torch.Tensor))
+    with fake.fake_mode:
+        return target(*vals, **(kwargs or {}))
+
+
+def set_conv_args(conv, args) -> None:
+    """A conv's rewritten arguments, its fake value recomputed: the rewrite must not move its
+    output (``check_same_shape``)."""
+    conv.args = tuple(args)
+    new_val = fake_val(conv.target, conv.args)
+    check_same_shape(conv, new_val)
+    conv.meta["val"] = new_val
+
+
 def check_same_shape(conv, new_val) -> None:
     """A rewrite must not move the conv's output: its new fake value has the old shape."""
     if tuple(new_val.shape) != tuple(conv.meta["val"].shape):

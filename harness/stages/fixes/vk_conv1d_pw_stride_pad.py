@@ -30,10 +30,9 @@ import torch
 from torch.fx.passes.infra.pass_base import PassBase, PassResult
 
 from harness.stages.fixes import register
-from harness.stages.fixes.base import Fix, is_call, pass_result
+from harness.stages.fixes.base import Fix, is_call, pass_result, set_conv_args
 from harness.stages.fixes.vk_util import (DILATION, GROUPS, INPUT, PADDING, STRIDE, TRANSPOSED,
-                                          WEIGHT, check_same_shape, edge_ops, fake_val,
-                                          is_float_conv, new_node, per_dim, val)
+                                          WEIGHT, edge_ops, is_float_conv, new_node, per_dim, val)
 
 INT64_MAX = 2**63 - 1  # what torch.export writes for an open slice end
 
@@ -72,10 +71,7 @@ class PointwiseConv1dExplicitStridePadPass(PassBase):
                                  (x, 2, 0, INT64_MAX, p["stride"]), conv)
             args = list(conv.args)
             args[INPUT], args[STRIDE], args[PADDING], args[DILATION] = x, [1], [0], [1]
-            conv.args = tuple(args)
-            new_val = fake_val(conv.target, conv.args)
-            check_same_shape(conv, new_val)
-            conv.meta["val"] = new_val
+            set_conv_args(conv, args)
             modified = True
         return pass_result(graph_module, modified)
 

@@ -28,9 +28,8 @@ from __future__ import annotations
 from torch.fx.passes.infra.pass_base import PassBase, PassResult
 
 from harness.stages.fixes import register
-from harness.stages.fixes.base import Fix, pass_result
-from harness.stages.fixes.vk_util import (PADDING, check_same_shape, conv2d, edge_ops, fake_val,
-                                          is_float_conv, new_node, vulkan_depthwise)
+from harness.stages.fixes.base import Fix, pass_result, set_conv_args
+from harness.stages.fixes.vk_util import (PADDING, conv2d, edge_ops, is_float_conv, new_node, vulkan_depthwise)
 
 
 def matches(conv) -> dict | None:
@@ -58,10 +57,7 @@ class DepthwiseExplicitPadPass(PassBase):
                                (p["x"], [pw, pw, ph, ph], 0.0), conv)
             args = list(conv.args)
             args[0], args[PADDING] = pad, [0, 0]
-            conv.args = tuple(args)
-            new_val = fake_val(conv.target, conv.args)
-            check_same_shape(conv, new_val)
-            conv.meta["val"] = new_val
+            set_conv_args(conv, args)
             modified = True
         return pass_result(graph_module, modified)
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import torch
 
-from harness.stages.fixes.base import check_same_shape, is_call, pass_result  # noqa: F401
+from harness.stages.fixes.base import (check_same_shape, fake_val, is_call,  # noqa: F401
+                                       pass_result, set_conv_args, val)
 
 try:  # executorch >= 1.4.1: to_edge_transform_and_lower also runs passes given the whole program
     from executorch.exir.pass_base import ExportedProgramPassBase as ProgramPass
@@ -43,19 +44,6 @@ def per_dim(value, rank: int) -> list[int]:
     """A conv int-list argument per spatial dim (a length-1 list broadcast, as PyTorch does)."""
     values = [int(v) for v in (value if isinstance(value, (list, tuple)) else [value])]
     return values * rank if len(values) == 1 else values
-
-
-def val(arg):
-    return arg.meta["val"] if isinstance(arg, torch.fx.Node) else arg
-
-
-def fake_val(target, args, kwargs=None):
-    """``target`` run on the fake values of its arguments (the node's new ``meta["val"]``)."""
-    vals = [[val(a) for a in x] if isinstance(x, (list, tuple)) else val(x) for x in args]
-    flat = [v for x in vals for v in (x if isinstance(x, list) else [x])]
-    fake = next(v for v in flat if isinstance(v, torch.Tensor))
-    with fake.fake_mode:
-        return target(*vals, **(kwargs or {}))
 
 
 def new_node(graph, target, args, like, kwargs=None):

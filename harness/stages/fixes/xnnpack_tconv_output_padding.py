@@ -41,7 +41,7 @@ import torch
 from torch.fx.passes.infra.pass_base import PassBase, PassResult
 
 from harness.stages.fixes import register
-from harness.stages.fixes.base import Fix, check_same_shape, is_call, pass_result
+from harness.stages.fixes.base import Fix, fake_val, is_call, pass_result, set_conv_args
 
 # aten.convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
 STRIDE, TRANSPOSED, OUTPUT_PADDING = 3, 6, 7
@@ -77,13 +77,6 @@ def rewrite_plan(conv) -> tuple[list[int], list[int]] | None:
     return extra, new_out_pad
 
 
-def _fake_val(target, args, kwargs=None):
-    vals = [a.meta["val"] if isinstance(a, torch.fx.Node) else a for a in args]
-    fake = next(v for v in vals if isinstance(v, torch.Tensor))
-    with fake.fake_mode:
-        return target(*vals, **(kwargs or {}))
-
-
 class TransposedConvOutputPaddingPass(PassBase):
     @staticmethod
     def _requantize(graph, edge, pad, qparams: tuple, kwargs: dict):
@@ -98,7 +91,7 @@ class TransposedConvOutputPaddingPass(PassBase):
                                      (q, *qparams), dict(kwargs))
         for node in (q, dq):
             node.meta.update({k: pad.meta[k] for k in _KEPT_META if k in pad.meta})
-            node.meta["val"] = _fake_val(node.target, node.args, node.kwargs)
+            node.meta["val"] = fake_val(node.target, node.args, node.kwargs)
         return dq
 
     def call(self, graph_module) -> PassResult:
@@ -115,7 +108,7 @@ class TransposedConvOutputPaddingPass(PassBase):
                 pad = graph.call_function(edge.aten.constant_pad_nd.default,
                                           (conv.args[0], pads, 0.0))
             pad.meta.update({k: conv.meta[k] for k in _KEPT_META if k in conv.meta})
-            pad.meta["val"] = _fake_val(pad.target, pad.args)
+            pad.meta["val"] = fake_val(pad.target, pad.args)
             conv_input = pad
             source = conv.args[0]
             if isinstance(source, torch.fx.Node) and \
@@ -123,10 +116,7 @@ class TransposedConvOutputPaddingPass(PassBase):
                 conv_input = self._requantize(graph, edge, pad, tuple(source.args[1:]), source.kwargs)
             args = list(conv.args)
             args[0], args[OUTPUT_PADDING] = conv_input, new_out_pad
-            conv.args = tuple(args)
-            new_val = _fake_val(conv.target, conv.args)
-            check_same_shape(conv, new_val)  # the window must not move
-            conv.meta["val"] = new_val
+            set_conv_args(conv, args)  # the window must not move
             modified = True
         return pass_result(graph_module, modified)
 
