@@ -83,7 +83,7 @@ def test_an_input_the_python_binding_refuses_is_one_finding_across_lanes():
     row = run_cell(case, "xnnpack")
     if "should be contiguous or channels-last" not in row.message:
         pytest.skip(f"the binding takes this input here ({row.status}: {row.message[:80]})")
-    assert row.status == "RUNTIME_ERROR" and row.component == "runtime:pybindings"
+    assert row.component == "runtime:pybindings"  # its status: cases/culprit.json
     assert culprit.shared(row.component)
     other = CellResult(case=case, backend="vulkan", status=row.status, message=row.message,
                        component=row.component)
