@@ -26,32 +26,25 @@ fake tensors). Only float, non-transposed convs with groups == 1 (a grouped one 
 
 from __future__ import annotations
 
-import torch
 from torch.fx.passes.infra.pass_base import PassBase, PassResult
 
 from harness.stages.fixes import register
-from harness.stages.fixes.base import Fix, is_call, pass_result, set_conv_args
-from harness.stages.fixes.vk_util import (DILATION, GROUPS, INPUT, PADDING, STRIDE, TRANSPOSED,
-                                          WEIGHT, edge_ops, is_float_conv, new_node, per_dim, val)
+from harness.stages.fixes.base import Fix, pass_result, set_conv_args
+from harness.stages.fixes.vk_util import (DILATION, INPUT, PADDING, STRIDE, conv_args, edge_ops,
+                                          is_float_conv, new_node)
 
 INT64_MAX = 2**63 - 1  # what torch.export writes for an open slice end
 
 
 def matches(conv) -> dict | None:
     """The conv's stride and padding when it is the bug's pattern; else None."""
-    if not is_call(conv, "aten.convolution") or len(conv.args) <= GROUPS or conv.args[TRANSPOSED]:
+    p = conv_args(conv, 1)
+    if p is None or p["kernel"] != [1] or p["groups"] != 1 or not is_float_conv(conv):
         return None
-    x, w = conv.args[INPUT], conv.args[WEIGHT]
-    if not isinstance(x, torch.fx.Node) or not isinstance(w, torch.fx.Node):
-        return None
-    if val(x).dim() != 3 or val(w).dim() != 3 or int(val(w).shape[2]) != 1:
-        return None
-    if int(conv.args[GROUPS]) != 1 or not is_float_conv(conv):
-        return None
-    stride, padding = per_dim(conv.args[STRIDE], 1)[0], per_dim(conv.args[PADDING], 1)[0]
+    (stride,), (padding,) = p["stride"], p["padding"]
     if stride == 1 and padding == 0:
         return None
-    return {"x": x, "stride": stride, "padding": padding}
+    return {"x": p["x"], "stride": stride, "padding": padding}
 
 
 class PointwiseConv1dExplicitStridePadPass(PassBase):

@@ -57,16 +57,23 @@ def new_node(graph, target, args, like, kwargs=None):
 
 def conv2d(node) -> dict | None:
     """The arguments of a non-transposed 2d ``aten.convolution`` per spatial dim; else None."""
+    return conv_args(node, 2)
+
+
+def conv_args(node, rank: int) -> dict | None:
+    """The arguments of a non-transposed ``aten.convolution`` with ``rank`` spatial dims, per
+    spatial dim; else None."""
     if not is_call(node, "aten.convolution") or len(node.args) <= GROUPS or node.args[TRANSPOSED]:
         return None
     x, w = node.args[INPUT], node.args[WEIGHT]
     if not isinstance(x, torch.fx.Node) or not isinstance(w, torch.fx.Node):
         return None
-    if val(x).dim() != 4 or val(w).dim() != 4:
+    if val(x).dim() != rank + 2 or val(w).dim() != rank + 2:
         return None
     return {"x": x, "w": w, "bias": node.args[BIAS],
-            "stride": per_dim(node.args[STRIDE], 2), "padding": per_dim(node.args[PADDING], 2),
-            "dilation": per_dim(node.args[DILATION], 2), "groups": int(node.args[GROUPS]),
+            "stride": per_dim(node.args[STRIDE], rank),
+            "padding": per_dim(node.args[PADDING], rank),
+            "dilation": per_dim(node.args[DILATION], rank), "groups": int(node.args[GROUPS]),
             "batch": int(val(x).shape[0]), "kernel": list(val(w).shape[2:]),
             "cin": int(val(x).shape[1]), "cout": int(val(w).shape[0])}
 
