@@ -172,6 +172,23 @@ def lowering_component(phase: str | None, message: str, traceback: str = "") -> 
     return "lowering"
 
 
+def _outside_delegates(text: str) -> str:
+    """A failure in code every lane runs, read from what the runtime said: the Python binding's
+    input refusal, a failed kernel call's operator, or a portable kernel that aborted before it
+    could return an error; "" when the text names none of them."""
+    if _BINDING_INPUT.search(text):
+        return "runtime:pybindings"
+    operator = failed_operator(text)
+    if operator:
+        return f"portable:{operator}"
+    abort = _IN_FUNCTION.search(text)
+    if abort and re.search(r"\bop_\w+\.cpp", text) and not re.search(r"Vulkan|XNN", text):
+        m = re.match(r"((?:de)?quantize_per_(?:channel|tensor|token)\w*?)_out$", abort.group(1))
+        return (f"portable:quantized_decomposed::{m.group(1)}.out" if m
+                else f"portable:{abort.group(1)}")
+    return ""
+
+
 def _vulkan_runtime(message: str, log: str, delegated_ops: dict) -> str:
     """The Vulkan delegate's part that failed: the shader it asked for, the op impl whose check
     failed (``Convolution.cpp``), a utility named with its function (``VecUtils.h:make_ivec2``),
@@ -224,18 +241,9 @@ def component(*, status: str | None, backend: str, phase: str | None = None, mes
     if status == Status.CONTRACT_VIOLATION:
         rules = re.findall(r"\[([a-z][a-z0-9-]*)\]", message)
         return f"delegate:{family}" + (f":contract[{rules[0]}]" if rules else "")
-    text = f"{message}\n{log}"
-    if _BINDING_INPUT.search(text):
-        return "runtime:pybindings"
-    operator = failed_operator(text)
-    if operator:
-        return f"portable:{operator}"
-    abort = _IN_FUNCTION.search(text)
-    if abort and re.search(r"\bop_\w+\.cpp", text) and not re.search(r"Vulkan|XNN", text):
-        func = abort.group(1)  # a portable kernel aborted before it could return an error
-        m = re.match(r"((?:de)?quantize_per_(?:channel|tensor|token)\w*?)_out$", func)
-        return (f"portable:quantized_decomposed::{m.group(1)}.out" if m
-                else f"portable:{func}")
+    outside = _outside_delegates(f"{message}\n{log}")
+    if outside:
+        return outside
     if status == Status.MISMATCH:
         if family == "vulkan":
             shaders = _vulkan_shaders(reached)
@@ -289,17 +297,7 @@ def key_component(status: str, message: str) -> str:
     if status == Status.MISMATCH:
         return message.split(CULPRIT_MARK, 1)[1].strip() if CULPRIT_MARK in message else ""
     if status in (Status.RUNTIME_ERROR, Status.CRASH):
-        if _BINDING_INPUT.search(message):
-            return "runtime:pybindings"
-        op = failed_operator(message)
-        if op:
-            return f"portable:{op}"
-        m = _IN_FUNCTION.search(message)
-        if m and re.search(r"\bop_\w+\.cpp", message) and not re.search(r"Vulkan|XNN", message):
-            q = re.match(r"((?:de)?quantize_per_(?:channel|tensor|token)\w*?)_out$", m.group(1))
-            return (f"portable:quantized_decomposed::{q.group(1)}.out" if q
-                    else f"portable:{m.group(1)}")
-        return ""
+        return _outside_delegates(message)
     if status == Status.LOWER_ERROR:
         return _lowering_named(message)
     return ""
