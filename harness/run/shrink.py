@@ -56,8 +56,8 @@ def _choices(simpler: list, original) -> st.SearchStrategy:
 @st.composite
 def neighbours(draw, case: ConvCase):
     """``case`` and simpler versions of it (fewer channels, smaller kernel/stride/dilation,
-    padding 0, no bias, 1d, fp32, zeros padding_mode, no output_padding, batch 1), spelled the
-    same way wherever the spelling is kept."""
+    padding 0, no bias, 1d, fp32, zeros padding_mode, no output_padding, batch 1, contiguous,
+    static), spelled the same way wherever the spelling is kept."""
     dim = draw(_choices([1], case.dim)) if not case.transposed else case.dim
     transposed = draw(_choices([False], case.transposed))
     groups = draw(_choices([1], case.groups))
@@ -98,14 +98,29 @@ def neighbours(draw, case: ConvCase):
     prologue = draw(_choices([None], case.prologue)) if case.prologue else None
     epilogue = draw(_choices([()], case.epilogue)) if case.epilogue else ()
     weights = draw(_choices(["constant"], case.weights))
+    # The layout towards contiguous and static (issue 39); kept only at the case's own rank, where
+    # it means the same thing. A dynamic dimension keeps its sizes (the ones the program ran at);
+    # every other dimension of each size follows the neighbour's input shape.
+    same_rank = dim == case.dim
+    memory_format = draw(_choices(["contiguous"], case.memory_format)) if same_rank else "contiguous"
+    module_cl = draw(_choices([False], case.module_channels_last)) if same_rank else False
+    dynamic = draw(_choices(["none"], case.dynamic)) if same_rank else "none"
+    shape = (batch, in_ch, *sizes)
+    dynamic_sizes: tuple = ()
+    if dynamic != "none":
+        axes = set(case.dynamic_axes())
+        shape = tuple(case.input_shape[a] if a in axes else n for a, n in enumerate(shape))
+        dynamic_sizes = tuple(tuple(s[a] if a in axes else n for a, n in enumerate(shape))
+                              for s in case.dynamic_sizes)
     try:
         return ConvCase(dim=dim, transposed=transposed, in_channels=in_ch, out_channels=out_ch,
                         kernel_size=kernel, stride=stride, padding=padding, padding_mode=mode,
                         dilation=dilation, output_padding=output_padding, groups=groups,
-                        bias=draw(_choices([False], case.bias)),
-                        input_shape=(batch, in_ch, *sizes),
+                        bias=draw(_choices([False], case.bias)), input_shape=shape,
                         dtype=draw(_choices(["float32"], case.dtype)), quant=quant,
-                        prologue=prologue, epilogue=epilogue, weights=weights)
+                        prologue=prologue, epilogue=epilogue, weights=weights,
+                        memory_format=memory_format, module_channels_last=module_cl,
+                        dynamic=dynamic, dynamic_sizes=dynamic_sizes)
     except CaseError:
         assume(False)
 
