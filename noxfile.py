@@ -35,18 +35,22 @@ def matrix(session):
     session.run("python", "-m", "harness", "run", "--out", out, "--fixes", "all", "--overwrite")
 
 
-def _nightly_pytest(session, junit: str) -> None:
+def _nightly_pytest(session, junit: str, *pytest_args: str) -> None:
     """The nightly's pytest step: every test (both tiers) at the nightly Hypothesis profile, the
-    nightly corpus too. One command for `nox -s nightly` and nightly.yml's `tests` job."""
+    nightly corpus too. One command for `nox -s nightly` and nightly.yml's `tests` jobs."""
     session.env["HYPOTHESIS_PROFILE"] = "nightly"
     session.env["CONVCONF_CORPUS"] = "nightly"  # cases/nightly/*.json too (test_corpus.py)
-    session.run("python", "-m", "pytest", "-n", "auto", f"--junitxml={junit}")
+    session.run("python", "-m", "pytest", "-n", "auto", f"--junitxml={junit}", *pytest_args)
 
 
 @nox.session
 def nightly_tests(session):
-    """The nightly's pytest step alone (nightly.yml runs it as a job beside the shards)."""
-    _nightly_pytest(session, session.posargs[0] if session.posargs else "nightly-junit.xml")
+    """The nightly's pytest step alone: `nox -s nightly_tests [-- JUNIT [PYTEST ARGS]]`.
+    nightly.yml runs it as jobs beside the shards, one per group of pytest-split
+    (`-- JUNIT --splits N --group K`: groups of about equal time by .test_durations; refresh that
+    file with `-- JUNIT --store-durations`)."""
+    junit, *rest = session.posargs or ["nightly-junit.xml"]
+    _nightly_pytest(session, junit, *rest)
 
 
 @nox.session

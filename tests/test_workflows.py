@@ -6,6 +6,8 @@ night. actionlint comes with the test extra: when it is missing these tests fail
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import shlex
 import shutil
@@ -225,3 +227,26 @@ def test_nightly_shards_merge_and_an_opt_in_gpu_lane():
     assert self_hosted == ["gpu"], self_hosted
     for job_id in ("gpu-bundle", "gpu", "gpu-ingest"):
         assert "vars.CONVCONF_GPU_RUNNER == 'true'" in jobs[job_id]["if"], job_id
+
+
+def _collected(*args: str) -> list[str]:
+    said = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p",
+                           "no:cacheprovider", *args], cwd=ROOT, capture_output=True, text=True,
+                          env={**os.environ, "CONVCONF_CORPUS": "nightly"})
+    assert said.returncode == 0, said.stdout[-2000:] + said.stderr[-2000:]
+    return [line for line in said.stdout.splitlines() if "::" in line]
+
+
+def test_the_nightly_tests_job_runs_every_test_once_in_groups_of_pytest_split():
+    job = _workflow("nightly.yml")["jobs"]["tests"]
+    assert job["strategy"]["matrix"]["group"] == "${{ fromJSON(needs.setup.outputs.group_list) }}"
+    run = "\n".join(s.get("run", "") for s in job["steps"])
+    assert 'nox -s nightly_tests -- "nightly-junit-$GROUP.xml" --splits "$GROUPS" --group ' \
+           '"$GROUP"' in run
+    durations = json.loads((ROOT / ".test_durations").read_text())
+    assert durations and all(v >= 0 for v in durations.values())
+    whole = _collected()
+    groups = [_collected("--splits", "3", "--group", str(k)) for k in (1, 2, 3)]
+    assert all(groups), [len(g) for g in groups]
+    together = [t for g in groups for t in g]
+    assert sorted(together) == sorted(whole)  # every test once: none lost, none run twice
