@@ -47,7 +47,9 @@ def add_parsers(sub) -> None:
                    "(generation/steering.py; default 0: off)")
     r.add_argument("--shrink", type=float, default=0, metavar="SECONDS",
                    help="after the run, shrink one case per finding with Hypothesis, this many "
-                   "seconds per finding (default 0: off; the nightly session turns it on)")
+                   "seconds per finding (default 0: off; the nightly session turns it on); a "
+                   "finding the --baseline has a minimal case for keeps it when it still fails "
+                   "the same way (one cell)")
     r.add_argument("--diagnose", action="store_true",
                    help="after the run (and --shrink), find what decides each finding: its "
                    "representative's one-step variants run as real cells in its lane")
@@ -67,7 +69,7 @@ def cmd_run(args) -> int:
 
     df = runner.execute(out, config, cases, progress=not args.no_progress, done_rows=done_rows)
     print_summary(df, out)
-    shrunk = _investigate(args, out, config, df)
+    shrunk = _investigate(args, out, config, df, base.minimal if base else None)
     verdict = _against_baseline(df, base)
     write_report(out, html=not args.no_report, verdict=verdict,
                  first_seen=base.first_seen if base else None,
@@ -217,8 +219,9 @@ def _all_cases(args, listed: list, n: int) -> list:
     return cases
 
 
-def _investigate(args, out: Path, config, df):
-    """--shrink and --diagnose, after the run, in one lab; -> what shrinking found (or None)."""
+def _investigate(args, out: Path, config, df, known_minimal: dict | None = None):
+    """--shrink and --diagnose, after the run, in one lab; -> what shrinking found (or None).
+    ``known_minimal``: the --baseline's minimal cases (a known finding keeps its case)."""
     diagnose = args.diagnose or args.diagnose_budget is not None
     if args.shrink <= 0 and not diagnose:
         return None
@@ -228,7 +231,7 @@ def _investigate(args, out: Path, config, df):
     shrunk = None
     with Lab(out, config, df) as lab:  # one kept worker per plug-in for both, answers shared
         if args.shrink > 0:
-            shrunk = shrink_all(out, df, args.shrink, config, lab)
+            shrunk = shrink_all(out, df, args.shrink, config, lab, known_minimal)
         if diagnose:
             budget = DEFAULT_BUDGET_S if args.diagnose_budget is None else args.diagnose_budget
             diagnose_all(out, df, budget, config, lab)

@@ -4,8 +4,13 @@ With ``harness run --baseline X`` a failing cell is *known* when its finding (fi
 in the baseline, and *new* otherwise, or when the same cell passed in a baseline run (a
 regression, whatever its finding). Known failures are xfail in junit.xml; the exit code is 1
 only for new ones. An expectations file is what ``harness expect DIR --out FILE`` writes:
-``{"findings": {"F-...": "backend status: signature"}, "first_seen": {"F-...": when}}``; the
-nightly session uses cases/expectations/nightly.json.
+``{"findings": {"F-...": "backend status: signature"}, "first_seen": {"F-...": when},
+"minimal": {"F-...": case}}``; the nightly session uses cases/expectations/nightly.json.
+
+``minimal`` is each known finding's minimal case from the run's ``--shrink`` (shrunk.json): a
+later ``harness run --baseline X --shrink S`` re-checks that case (one cell) and shrinks a known
+finding again only when the case no longer lands in it; every night's shards would otherwise
+shrink the same known bugs again (harness/run/shrink.py ``shrink_all``).
 """
 
 from __future__ import annotations
@@ -32,15 +37,18 @@ class Baseline:
     finding_ids: set = field(default_factory=set)
     passed: set = field(default_factory=set)  # (case_id, backend, fixes) that passed there
     first_seen: dict = field(default_factory=dict)  # finding id -> when it was first seen
+    minimal: dict = field(default_factory=dict)  # finding id -> its minimal case (a case dict)
 
 
 def load(path: Path) -> Baseline:
     if path.is_dir():
         df = matrix.read(path)  # ValueError names the file
-        ids = {f.id for f in findings.find(df)}
+        found = findings.find(df, path)
+        ids = {f.id for f in found}
         ok = df[df["status"] == Status.PASS]
         when = findings.seen(path) or dict.fromkeys(ids, findings.started_at(path))
-        return Baseline(str(path), ids, set(map(cell_key, ok.case_id, ok.backend, ok.fixes)), when)
+        return Baseline(str(path), ids, set(map(cell_key, ok.case_id, ok.backend, ok.fixes)), when,
+                        _minimal_of(found))
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError) as e:
@@ -49,7 +57,12 @@ def load(path: Path) -> Baseline:
     if not isinstance(known, dict) or not all(str(k).startswith("F-") for k in known):
         raise BaselineError(f"--baseline {path}: expected {{\"findings\": {{\"F-...\": ...}}}}, "
                             "as `harness expect` writes")
-    return Baseline(str(path), set(known), first_seen=data.get("first_seen") or {})
+    minimal = data.get("minimal") or {}
+    if not isinstance(minimal, dict) or not all(isinstance(c, dict) for c in minimal.values()):
+        raise BaselineError(f"--baseline {path}: \"minimal\" must map finding ids to cases, "
+                            "as `harness expect` writes")
+    return Baseline(str(path), set(known), first_seen=data.get("first_seen") or {},
+                    minimal={k: v for k, v in minimal.items() if k in known})
 
 
 def classify(df: pd.DataFrame, base: Baseline) -> pd.Series:
@@ -69,7 +82,13 @@ def classify(df: pd.DataFrame, base: Baseline) -> pd.Series:
 
 
 def expectations(run_dir: Path) -> dict:
-    found = findings.find(matrix.read(run_dir))
+    found = findings.find(matrix.read(run_dir), run_dir)
     when = findings.seen(run_dir)
     return {"findings": {f.id: f"{f.backend} {f.status}: {f.signature}" for f in found},
-            "first_seen": {f.id: when[f.id] for f in found if when.get(f.id)}}
+            "first_seen": {f.id: when[f.id] for f in found if when.get(f.id)},
+            "minimal": _minimal_of(found)}
+
+
+def _minimal_of(found) -> dict:
+    """Finding id -> its minimal case (a case dict), for the findings --shrink shrank."""
+    return {f.id: f.minimal["case"] for f in found if f.minimal and f.minimal.get("case")}

@@ -9,6 +9,9 @@ missing or given twice, or a shard whose cells are not all there (resume it firs
 from __future__ import annotations
 
 import dataclasses
+import json
+import math
+import shutil
 from pathlib import Path
 
 from harness.run import journal
@@ -17,6 +20,7 @@ from harness.run import runner
 from harness.record import CellResult
 from harness.header import RunHeader
 from harness.runfolder import RunFolder, RunFolderError, new_run_id
+from harness.spec import CaseError, ConvCase
 
 # What must agree for shards to be parts of one run. Paths, times, jobs and the cache folder
 # may differ from machine to machine; the runtime is compared by its source and device, not path.
@@ -101,4 +105,50 @@ def merge(dirs: list[Path], out: Path) -> int:
     RunFolder(out).write_header(merged)
     for d in dirs:  # the MISMATCH cells' evidence (their pictures)
         RunFolder(out).copy_evidence_from(RunFolder(d))
+    _merge_shrunk(dirs, out)
     return len(ordered)
+
+
+def _size(entry: dict) -> tuple:
+    """How big a shrunk case is (elements in, channel pairs, rank): the smaller is kept."""
+    try:
+        c = ConvCase.from_dict(entry["case"])
+    except (CaseError, KeyError, TypeError):
+        return (math.inf,)
+    return (math.prod(c.input_shape), c.in_channels * c.out_channels, c.dim, c.case_id)
+
+
+def shrunk_of_shards(per_shard: list[dict]) -> tuple[dict, list[int]]:
+    """The shards' shrunk.json contents -> (one entry per finding, which shard gave it). A finding
+    in several shards was shrunk in each (a shard cannot know the others): its smallest minimal
+    case is kept, and its tries and seconds are the sum over the shards that shrank it."""
+    out: dict = {}
+    source: dict = {}
+    for k, entries in enumerate(per_shard):
+        for fid, entry in entries.items():
+            if fid not in out:
+                out[fid], source[fid] = dict(entry), k
+                continue
+            kept = out[fid]
+            tries = (kept.get("tries") or 0) + (entry.get("tries") or 0)
+            seconds = round((kept.get("seconds") or 0) + (entry.get("seconds") or 0), 1)
+            if _size(entry) < _size(kept):
+                out[fid], source[fid] = dict(entry), k
+            out[fid].update(tries=tries, seconds=seconds,
+                            tries_per_min=round(60 * tries / seconds, 1) if seconds else 0.0)
+    return out, [source[fid] for fid in out]
+
+
+def _merge_shrunk(dirs: list[Path], out: Path) -> None:
+    """shrunk.json (--shrink in the shards) of the merged run, each kept case's repro script
+    copied from the shard that found it."""
+    per_shard = [json.loads((d / "shrunk.json").read_text()) if (d / "shrunk.json").exists()
+                 else {} for d in dirs]
+    if not any(per_shard):
+        return
+    merged, sources = shrunk_of_shards(per_shard)
+    for (fid, entry), k in zip(merged.items(), sources, strict=True):
+        if entry.get("repro") and (dirs[k] / entry["repro"]).exists():
+            (out / "repro").mkdir(exist_ok=True)
+            shutil.copy2(dirs[k] / entry["repro"], out / entry["repro"])
+    (out / "shrunk.json").write_text(json.dumps(merged, indent=1))

@@ -243,10 +243,30 @@ def shrink(finding: Finding, budget_s: float, lab: Lab) -> Shrunk:
     return Shrunk(finding.id, found, round(time.monotonic() - start, 1), tries)
 
 
-def shrink_all(run_dir: Path, df, budget_s: float, config, lab: Lab | None = None) -> dict:
+def from_baseline(finding: Finding, stored: dict, lab: Lab) -> Shrunk | None:
+    """The baseline's minimal case of a known finding, when it still lands in the finding here
+    (one cell, in the finding's lane); None when it does not (or cannot run here): shrink anew."""
+    lane = Lane.of(finding.example["backend"], finding.example["fixes"])
+    try:
+        case = ConvCase.from_dict(stored)
+    except CaseError:
+        return None
+    if lab.problem(lane):
+        return None
+    start, ran = time.monotonic(), lab.known(case, lane) is None
+    if lab.run(case, lane).finding != finding.id:
+        return None
+    return Shrunk(finding.id, case, round(time.monotonic() - start, 1), int(ran),
+                  "the baseline's minimal case, still in this finding: not shrunk again")
+
+
+def shrink_all(run_dir: Path, df, budget_s: float, config, lab: Lab | None = None,
+               known: dict | None = None) -> dict:
     """Shrink one representative per finding of a finished run; -> shrunk.json's content.
     Each minimal case gets its own repro script (repro/minimal-<finding>.py); each entry
-    says its tries per minute, and the last line printed says them for the whole run."""
+    says its tries per minute, and the last line printed says them for the whole run.
+    ``known``: the baseline's minimal cases by finding id (baseline.Baseline.minimal): a known
+    finding whose minimal case still lands in it keeps that case (one cell, not a search)."""
     from harness.results import findings, repro
     from harness.run import runner
 
@@ -257,7 +277,8 @@ def shrink_all(run_dir: Path, df, budget_s: float, config, lab: Lab | None = Non
         if lab is None:
             lab = stack.enter_context(Lab(run_dir, config, df))
         for f in found:
-            r = shrink(f, budget_s, lab)
+            r = (from_baseline(f, known[f.id], lab) if f.id in (known or {}) else None) \
+                or shrink(f, budget_s, lab)
             lane = Lane.of(f.example["backend"], f.example["fixes"])
             entry = {"seconds": r.seconds, "tries": r.tries,
                      "tries_per_min": per_minute(r.tries, r.seconds), "note": r.note,
