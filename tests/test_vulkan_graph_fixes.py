@@ -335,3 +335,61 @@ def test_rewritten_conv_stays_in_the_delegate(fix_name):
     assert prepared.status in (None, "NO_RUNTIME"), (prepared.status, prepared.message)
     assert prepared.undelegated_ops == {}, prepared.undelegated_ops
     assert prepared.delegated_ops.get("aten.convolution", 0) >= 1
+
+
+# ------------------------------------- vk-q8-per-tensor-weight makes no cell worse (issue 39)
+
+# Where q8ta itself is wrong (batch > 1: known issue vulkan-q8ta-conv-batch; a channels-last
+# program input: the delegate reads inputs as NCHW) the fix must leave the stock LOWER_ERROR.
+ISSUE_39_CELL = ConvCase.from_dict({  # `--fixes each` measured it LOWER_ERROR -> MISMATCH
+    "dim": 2, "in_channels": 4, "out_channels": 3, "kernel_size": 4, "padding": "same",
+    "padding_mode": "circular", "dilation": [3, 2], "input_shape": [2, 4, 11, 10],
+    "quant": "int8_per_tensor", "epilogue": [["clamp", None, 1.0]], "memory_format": "channels_last"})
+PER_TENSOR_LEFT_ALONE = {
+    "the issue 39 cell": ISSUE_39_CELL,
+    "batch 2": q8(4, 4, 3, (2, 4, 8, 8), "int8_per_tensor"),
+    "channels-last input": q8(4, 3, 4, (1, 4, 11, 10), "int8_per_tensor",
+                              memory_format="channels_last"),
+    "channels-last input, circular": ConvCase.from_dict(
+        {**ISSUE_39_CELL.to_dict(), "input_shape": [1, 4, 11, 10], "epilogue": []}),
+}
+
+
+@pytest.mark.slow  # pt2e quantization: seconds per case
+@pytest.mark.parametrize("control", PER_TENSOR_LEFT_ALONE)
+def test_per_tensor_weight_leaves_batch_and_channels_last_alone(control):
+    ep, _, _ = int8_edge_program(PER_TENSOR_LEFT_ALONE[control])
+    before = snapshot(ep)
+    assert run_pass("vk-q8-per-tensor-weight", ep) is False and snapshot(ep) == before
+
+
+@pytest.mark.slow  # pt2e quantization: seconds per case
+def test_batch_split_then_per_tensor_weight_converts_every_sample():
+    """A lane runs its fixes sorted: the batch split first, then this fix on its batch-1 convs."""
+    assert Lane("vulkan", ("vk-q8-per-tensor-weight", "vk-q8-batch-split")).fixes == (
+        "vk-q8-batch-split", "vk-q8-per-tensor-weight")
+    ep, _, _ = int8_edge_program(q8(4, 4, 3, (2, 4, 8, 8), "int8_per_tensor"))
+    assert run_pass("vk-q8-batch-split", ep) is True
+    assert run_pass("vk-q8-per-tensor-weight", ep) is True
+    pieces = convs(ep)
+    assert len(pieces) == 2
+    assert all("dequantize_per_channel" in str(c.args[1].target) for c in pieces)
+
+
+@pytest.mark.slow  # lowers and executes on the Vulkan runtime
+@pytest.mark.parametrize("control", PER_TENSOR_LEFT_ALONE)
+def test_per_tensor_weight_makes_no_cell_worse(control, vulkan_runtime):
+    """`--fixes each`'s rule (results/matrix.py made_worse): a fix never turns a cell from passing
+    to failing, nor a loud failure into a MISMATCH."""
+    from harness.results.matrix import made_worse
+    from harness.stages.cell import run_cell
+
+    case = PER_TENSOR_LEFT_ALONE[control]
+    stock = run_cell(case, "vulkan", ())
+    fixed = run_cell(case, "vulkan", ("vk-q8-per-tensor-weight",))
+    assert not made_worse(stock.status, fixed.status), (stock.status, fixed.status, fixed.message)
+
+
+# The cells the fix turns PASS (LOWER_ERROR -> PASS: the minimal 3x3, the 1x1 stride 2, batch 2
+# with vk-q8-batch-split, a channels-last module with a contiguous input) are delegate statuses:
+# pinned in cases/vulkan_graph_fixes.json, which cases/test_corpus.py checks.

@@ -27,6 +27,22 @@ conv (``vk_util.q8ta_fuses``: not a grouped conv with output channels per group 
 of 4, which would leave the stock LOWER_ERROR for the float path's runtime abort, nor a depthwise
 conv with ``OC % 4 != 0``, which asserts later in the same pattern); a transposed conv's
 per-channel axis is 1 and is left alone, as are conv1d and float convs.
+
+Nor where the delegate it would reach is wrong anyway, which would turn the stock LOWER_ERROR (a
+loud failure) into a silent MISMATCH (issue 39: a fix makes no cell worse; measured with the
+per-channel twin on stock Vulkan, lavapipe, 1.5.1 wheel + main plug-in):
+
+- batch > 1: the q8ta shaders compute one image (known issue ``vulkan-q8ta-conv-batch``, upstream
+  #22254). ``vk-q8-batch-split`` splits such a conv into batch-1 convs, each with its own copy of
+  the per-tensor weight dequantize; a lane sorts its fixes, so with both (``--fixes all``) that
+  pass runs first and this one then converts every batch-1 copy.
+- a program input that is not in the contiguous dim order (a channels-last input): the Vulkan
+  delegate reads its inputs' memory as NCHW whatever their dim order (float and int8 alike:
+  ``cases/memory_format_dynamic.json``): int8 per-channel ``Conv2d(4, 3, 4)`` on a channels-last
+  1x4x11x10 input is MISMATCH stock (125 output steps; contiguous: PASS), with or without a clamp
+  epilogue, circular 'same' padding or dilation. It is the program's inputs that count, not the
+  conv's: a circular pad's decomposition copies a channels-last input into a contiguous buffer
+  before the conv, and the cell is still wrong.
 """
 
 from __future__ import annotations
@@ -42,8 +58,23 @@ from harness.stages.fixes.vk_util import (INPUT, WEIGHT, add_constant, constant_
 
 def _weight_reader(node) -> bool:
     p = conv2d(node)
+    # batch 1 only: q8ta is wrong for batch > 1 (known issue vulkan-q8ta-conv-batch); the
+    # batch > 1 convs are vk-q8-batch-split's, which runs before this pass when both are chosen
     return p is not None and is_call(node.args[INPUT], "dequantize") and \
-        node.args[WEIGHT] is not None and q8ta_fuses(p)
+        node.args[WEIGHT] is not None and q8ta_fuses(p) and p["batch"] == 1
+
+
+def _inputs_contiguous(ep) -> bool:
+    """Every user input of the program is in the contiguous dim order. The Vulkan delegate reads
+    an input's memory as NCHW whatever its dim order (a channels-last input gives wrong values,
+    float and int8 alike: cases/memory_format_dynamic.json, issue 39), so a per-tensor conv made
+    delegable here would turn the stock LOWER_ERROR into a silent MISMATCH; left alone."""
+    user_inputs = set(ep.graph_signature.user_inputs)
+    for node in ep.graph_module.graph.nodes:
+        v = node.meta.get("val") if node.op == "placeholder" and node.name in user_inputs else None
+        if isinstance(v, torch.Tensor) and tuple(v.dim_order()) != tuple(range(v.dim())):
+            return False
+    return True
 
 
 def matches(dq) -> bool:
@@ -62,6 +93,8 @@ def matches(dq) -> bool:
 class PerTensorWeightAsPerChannelPass(ProgramPass or object):
     def call(self, ep):
         graph, edge, modified = ep.graph_module.graph, edge_ops(), False
+        if not _inputs_contiguous(ep):
+            return finish(ep, False)
         for dq in list(graph.nodes):
             if not matches(dq) or constant_tensor(ep, dq.args[0]) is None:
                 continue
@@ -86,12 +119,14 @@ class VkQ8PerTensorWeight(Fix):
     name = "vk-q8-per-tensor-weight"
     backends = ("vulkan",)
     summary = ("int8 conv2d with a per-tensor weight: dequantize it per channel with the same "
-               "scale and zero point in every channel, which the q8ta pattern can trace")
+               "scale and zero point in every channel, which the q8ta pattern can trace (batch 1 "
+               "and contiguous inputs only: q8ta is wrong for the others)")
     bug = ("Vulkan int8 per-tensor conv2d: LOWER_ERROR `assert self.weight_scales_node is not "
            "None` (backends/vulkan/patterns/quantized_convolution.py:91-94 traces per-channel "
            "weight scales only)")
     verified = ("cases/vulkan_graph_fixes.json (lavapipe, 1.5.1 wheel + main plug-in): "
-                "LOWER_ERROR -> PASS, delegated as et_vk.q8ta_conv2d; tests/test_vulkan_graph_fixes.py")
+                "LOWER_ERROR -> PASS, delegated as et_vk.q8ta_conv2d; batch 2 and channels-last "
+                "inputs stay LOWER_ERROR (0 cells made worse); tests/test_vulkan_graph_fixes.py")
 
     def unavailable(self) -> str | None:
         return program_pass_problem()
