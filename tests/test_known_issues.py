@@ -68,6 +68,7 @@ XNN_SHAPES = ("Failed to execute method forward, error: 0x1 — runtime: [XNNExe
 PORTABLE_MISMATCH = "max|d|=2.64 is 205.00 output steps > 1.0 — culprit: portable:aten::convolution.out"
 XNN_RESIZE = ("Failed to execute method forward, error: 0x10 — runtime: [XNNExecutor.cpp:279] Failed to resize output "
               "tensor for XNNExecutor | [method.cpp:1528] CALL_DELEGATE execute failed at instruction 0: 0x10")
+VK_CL_MISMATCH = "512/512 elements outside atol=0.0001 rtol=0.0001, max|d|=18.2 — culprit: delegate:vulkan:conv2d_float"
 XNN_MISMATCH = "max|d|=13.8 is 105.69 output steps > 1.0 — culprit: delegate:xnnpack:XNNConv2d"
 XNN_PAD = ("Failed to execute method forward, error: 0x1 — runtime: [XNNCompiler.cpp:1262] Failed to create "
            "StaticConstantPad node 3 with code: xnn_status_invalid_parameter")
@@ -139,7 +140,8 @@ REPRESENTATIVE = {
     "portable-quantize-per-channel-float-scale": (
         "vulkan", case(in_channels=8, out_channels=16, padding=1, input_shape=(1, 8, 12, 12),
                        quant="int8_per_channel", weights="input"), "CRASH", Q_PER_CHANNEL_ABORT),
-    "pybindings-5d-channels-last-input": ("xnnpack", case(**C3D), "RUNTIME_ERROR", PYB),
+    "pybindings-5d-channels-last-input": (
+        "xnnpack", case(**C3D, memory_format="channels_last_3d"), "RUNTIME_ERROR", PYB),
     "vulkan-q8-conv1d-pattern-unpack": (
         "vulkan", case(**C1D, quant="int8_per_channel"), "LOWER_ERROR",
         FUSE + "ValueError: not enough values to unpack (expected 4, got 3)"),
@@ -156,7 +158,8 @@ REPRESENTATIVE = {
         "xnnpack", case(padding=1, padding_mode="reflect"), "NOT_DELEGATED", REFLECT_OUT),
     "portable-conv-dim-order": ("vulkan", case(dtype="bfloat16"), "RUNTIME_ERROR", CONV_DIM_ORDER),
     "portable-index-tensor-dim-order": (
-        "xnnpack", case(padding=1, padding_mode="reflect"), "RUNTIME_ERROR", INDEX_DIM_ORDER),
+        "xnnpack", case(padding=1, padding_mode="reflect", memory_format="channels_last"),
+        "RUNTIME_ERROR", INDEX_DIM_ORDER),
     "portable-slice-copy-dynamic-circular": (
         "xnnpack", case(padding=1, padding_mode="circular"), "RUNTIME_ERROR", SLICE_RESIZE),
     "exir-graph-output-allocated-dynamic-circular": (
@@ -169,14 +172,19 @@ REPRESENTATIVE = {
     "xnnpack-reshape-two-dynamic-dims": ("xnnpack", case(**C1D), "LOWER_ERROR", RESHAPE2),
     "xnnpack-fuse-batch-norm-grouped-transposed": (
         "xnnpack", case(**C1D, transposed=True, groups=2), "LOWER_ERROR", FUSE_BN),
-    "xnnpack-conv2d-channels-last-input-shapes": ("xnnpack", case(stride=3), "RUNTIME_ERROR", XNN_SHAPES),
+    "xnnpack-conv2d-channels-last-input-shapes": (
+        "xnnpack", case(stride=3, memory_format="channels_last"), "RUNTIME_ERROR", XNN_SHAPES),
     "xnnpack-int8-runtime-weight-portable-mismatch": (
         "xnnpack", case(quant="int8_per_tensor", weights="input"), "MISMATCH", PORTABLE_MISMATCH),
-    "xnnpack-channels-last-module-output-resize": ("xnnpack", case(quant="int8_per_tensor"), "RUNTIME_ERROR", XNN_RESIZE),
+    "xnnpack-channels-last-module-output-resize": (
+        "xnnpack", case(quant="int8_per_tensor", module_channels_last=True), "RUNTIME_ERROR", XNN_RESIZE),
     "xnnpack-int8-circular-channels-last-mismatch": (
-        "xnnpack", case(padding=1, padding_mode="circular", quant="int8_per_tensor"), "MISMATCH", XNN_MISMATCH),
+        "xnnpack", case(padding=1, padding_mode="circular", quant="int8_per_tensor",
+                        memory_format="channels_last"), "MISMATCH", XNN_MISMATCH),
     "xnnpack-int8-conv3d-pad-5d": (
         "xnnpack", case(**{**C3D, "kernel_size": 2}, padding="same", quant="int8_per_tensor"), "RUNTIME_ERROR", XNN_PAD),
+    "vulkan-channels-last-input-mismatch": (
+        "vulkan", case(out_channels=8, padding=1, memory_format="channels_last"), "MISMATCH", VK_CL_MISMATCH),
 }
 
 # ... and a control one step away (the same message unless the message is what differs).
@@ -230,7 +238,7 @@ CONTROL = {
         "build_graph(), assert failed (VK_HAS_OP(op_name)): Missing operator: "
         "quantized_decomposed.quantize_per_channel.default"),
     # issue 39 (one feature away: the lane, the shape, the dtype or the message)
-    "pybindings-5d-channels-last-input": ("xnnpack", case(), "RUNTIME_ERROR", PYB),
+    "pybindings-5d-channels-last-input": ("xnnpack", case(**C3D), "RUNTIME_ERROR", PYB),
     "vulkan-q8-conv1d-pattern-unpack": (
         "vulkan", case(quant="int8_per_channel"), "LOWER_ERROR",
         FUSE + "ValueError: not enough values to unpack (expected 4, got 3)"),
@@ -246,7 +254,8 @@ CONTROL = {
     "xnnpack-conv-not-delegated-by-design": ("vulkan", case(dtype="bfloat16"), "NOT_DELEGATED", XNN_OUT),
     "padding-mode-decomposition-not-delegated": ("xnnpack", case(padding=1), "NOT_DELEGATED", REFLECT_OUT),
     "portable-conv-dim-order": ("vulkan", case(dtype="bfloat16"), "RUNTIME_ERROR", INDEX_DIM_ORDER),
-    "portable-index-tensor-dim-order": ("xnnpack", case(padding=1), "RUNTIME_ERROR", INDEX_DIM_ORDER),
+    "portable-index-tensor-dim-order": (
+        "xnnpack", case(padding=1, padding_mode="reflect"), "RUNTIME_ERROR", INDEX_DIM_ORDER),
     "portable-slice-copy-dynamic-circular": ("xnnpack", case(padding=1), "RUNTIME_ERROR", SLICE_RESIZE),
     "exir-graph-output-allocated-dynamic-circular": (
         "xnnpack", case(padding=1, padding_mode="circular"), "LOWER_ERROR", "AssertionError: graph_output_allocated not set"),
@@ -258,14 +267,17 @@ CONTROL = {
     "xnnpack-channels-last-tagged-reshape-assert": ("vulkan", case(groups=2), "LOWER_ERROR", CL_TAGGED),
     "xnnpack-reshape-two-dynamic-dims": ("xnnpack", case(), "LOWER_ERROR", RESHAPE2),
     "xnnpack-fuse-batch-norm-grouped-transposed": ("xnnpack", case(**C1D, transposed=True), "LOWER_ERROR", FUSE_BN),
-    "xnnpack-conv2d-channels-last-input-shapes": ("xnnpack", case(transposed=True, stride=3), "RUNTIME_ERROR", XNN_SHAPES),
+    "xnnpack-conv2d-channels-last-input-shapes": ("xnnpack", case(stride=3), "RUNTIME_ERROR", XNN_SHAPES),
     "xnnpack-int8-runtime-weight-portable-mismatch": (
         "xnnpack", case(quant="int8_per_channel", weights="input"), "MISMATCH", PORTABLE_MISMATCH),
-    "xnnpack-channels-last-module-output-resize": ("xnnpack", case(**C1D, quant="int8_per_tensor"), "RUNTIME_ERROR", XNN_RESIZE),
+    "xnnpack-channels-last-module-output-resize": (
+        "xnnpack", case(quant="int8_per_tensor", memory_format="channels_last"), "RUNTIME_ERROR", XNN_RESIZE),
     "xnnpack-int8-circular-channels-last-mismatch": (
-        "xnnpack", case(padding=1, padding_mode="reflect", quant="int8_per_tensor"), "MISMATCH", XNN_MISMATCH),
+        "xnnpack", case(padding=1, padding_mode="circular", quant="int8_per_tensor"), "MISMATCH", XNN_MISMATCH),
     "xnnpack-int8-conv3d-pad-5d": (
         "xnnpack", case(kernel_size=2, padding="same", quant="int8_per_tensor"), "RUNTIME_ERROR", XNN_PAD),
+    # the layout features (issue 39): the same cell with the other memory format
+    "vulkan-channels-last-input-mismatch": ("vulkan", case(out_channels=8, padding=1), "MISMATCH", VK_CL_MISMATCH),
 }
 
 
@@ -329,6 +341,12 @@ def test_features():
     assert features(case(dim=1, stride=[2], input_shape=(1, 4, 8)))["list1_args"] == []
     t = features(case(transposed=True, stride=1, dilation=2, output_padding=1))
     assert t["output_padding_ge_stride"] and not t["depthwise"]
+    # the layout and dynamic-shape fields, as the case has them (issue 39)
+    assert {k: features(case())[k] for k in ("memory_format", "module_channels_last", "dynamic")} == \
+        {"memory_format": "contiguous", "module_channels_last": False, "dynamic": "none"}
+    cl = features(case(memory_format="channels_last", module_channels_last=True, dynamic="spatial",
+                       dynamic_sizes=[(1, 4, 6, 6)]))
+    assert (cl["memory_format"], cl["module_channels_last"], cl["dynamic"]) == ("channels_last", True, "spatial")
 
 
 def write(tmp_path, data, name="k.json"):
@@ -359,6 +377,9 @@ def broken(i, mutate):
     (5, lambda e: e["when"].update(groups="two"), "when.groups"),
     (5, lambda e: e["when"].update(padding_mode=">1"), "when.padding_mode"),
     (5, lambda e: e["when"].update(kernel={"in": [3]}), "when.kernel"),
+    (5, lambda e: e["when"].update(memory_format="channel_last"), "when.memory_format"),
+    (5, lambda e: e["when"].update(dynamic=["batch", "height"]), "when.dynamic"),
+    (5, lambda e: e["when"].update(module_channels_last="yes"), "when.module_channels_last"),
     (0, lambda e: e["upstream"][0].update(url="https://github.com/pytorch/executorch/issues/1"),
      "upstream"),
     (0, lambda e: e["upstream"][1].update(state="merged", kind="issue"), "upstream"),

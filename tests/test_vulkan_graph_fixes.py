@@ -17,6 +17,8 @@ import torch
 from harness.lane import Lane
 from harness.spec import ConvCase
 from harness.stages import fixes
+from harness.stages.fixes.vk_channels_last_input import (ChannelsLastInputToContiguousPass,
+                                                        decline_dim_order_changes)
 from harness.stages.fixes.vk_dw_edge_pad import DepthwiseExplicitPadPass
 from harness.stages.fixes.vk_dw_sned_widen import DepthwiseSnedWidenPass
 from harness.stages.fixes.vk_grouped_split import GroupedConvSplitPass
@@ -29,6 +31,7 @@ PASSES = {
     "vk-dw-sned-widen": DepthwiseSnedWidenPass,
     "vk-q8-per-tensor-weight": PerTensorWeightAsPerChannelPass,
     "vk-q8-batch-split": Int8BatchSplitPass,
+    "vk-channels-last-input": ChannelsLastInputToContiguousPass,
 }
 
 
@@ -393,3 +396,77 @@ def test_per_tensor_weight_makes_no_cell_worse(control, vulkan_runtime):
 # The cells the fix turns PASS (LOWER_ERROR -> PASS: the minimal 3x3, the 1x1 stride 2, batch 2
 # with vk-q8-batch-split, a channels-last module with a contiguous input) are delegate statuses:
 # pinned in cases/vulkan_graph_fixes.json, which cases/test_corpus.py checks.
+
+
+# ------------------------------- vk-channels-last-input: a channels-last program input (issue 39)
+
+CHANNELS_LAST = torch.channels_last
+
+
+def dim_order_copies(ep):
+    return [n for n in ep.graph_module.graph.nodes
+            if n.op == "call_function" and "_to_dim_order_copy" in str(n.target)]
+
+
+def test_channels_last_input_is_copied_to_contiguous_and_the_output_back():
+    """The program's input and output keep their channels-last dim order; everything between
+    (what the delegate will get) is contiguous; eager computes the same numbers, bit for bit."""
+    module, x = int_module(conv(4, 8, 3, padding=1), (1, 4, 8, 8))
+    x = x.to(memory_format=CHANNELS_LAST)
+    ep = edge_program(module, x)
+    original = copy.deepcopy(ep).module()
+    assert run_pass("vk-channels-last-input", ep) is True
+    to_contiguous, back = dim_order_copies(ep)
+    assert to_contiguous.kwargs["dim_order"] == [0, 1, 2, 3] and to_contiguous.args[0].op == "placeholder"
+    assert back.kwargs["dim_order"] == [0, 2, 3, 1] and list(back.users)[0].op == "output"
+    (c,) = convs(ep)
+    assert c.args[0] is to_contiguous
+    assert c.meta["val"].is_contiguous() and to_contiguous.meta["val"].is_contiguous()
+    placeholder = to_contiguous.args[0]
+    assert tuple(placeholder.meta["val"].dim_order()) == (0, 2, 3, 1)
+    assert tuple(back.meta["val"].dim_order()) == (0, 2, 3, 1)
+    assert [s.arg.name for s in ep.graph_signature.output_specs] == [back.name]
+    with torch.no_grad():
+        ref = module(x)
+        out = ep.module()(x)
+        assert torch.equal(original(x), ref) and torch.equal(out, ref)
+        assert out.is_contiguous(memory_format=CHANNELS_LAST)
+    # idempotent: a second run finds the input read by its copy only
+    snap = snapshot(ep)
+    assert run_pass("vk-channels-last-input", ep) is False and snapshot(ep) == snap
+
+
+def test_channels_last_module_with_a_contiguous_input_is_left_alone():
+    """Only user inputs are copied: a channels-last weight (a lifted parameter) is not."""
+    module, x = int_module(conv(4, 8, 3, padding=1), (1, 4, 8, 8))
+    ep = edge_program(module.to(memory_format=CHANNELS_LAST), x)
+    before = snapshot(ep)
+    assert run_pass("vk-channels-last-input", ep) is False and snapshot(ep) == before
+
+
+def test_the_partitioner_declines_dim_order_changing_copies_only_while_lowering():
+    from executorch.backends.vulkan.partitioner.vulkan_partitioner import VulkanSupportedOperators
+    from harness.stages.fixes.vk_channels_last_input import _changes_dim_order
+
+    module, x = int_module(conv(4, 8, 3, padding=1), (1, 4, 8, 8))
+    ep = edge_program(module, x.to(memory_format=CHANNELS_LAST))
+    run_pass("vk-channels-last-input", ep)
+    assert [_changes_dim_order(n) for n in dim_order_copies(ep)] == [True, True]
+    assert not any(_changes_dim_order(n) for n in convs(ep))
+    stock = VulkanSupportedOperators._is_node_supported
+    with decline_dim_order_changes():
+        assert VulkanSupportedOperators._is_node_supported is not stock
+    assert VulkanSupportedOperators._is_node_supported is stock  # restored: nothing leaks
+    assert fixes.get("vk-channels-last-input").patch is not None
+
+
+@pytest.mark.slow  # lowers with the Vulkan partitioner
+def test_channels_last_fix_keeps_the_conv_delegated_and_the_copies_outside():
+    from harness.stages.cell import prepare
+
+    case = ConvCase.from_dict({"dim": 2, "in_channels": 4, "out_channels": 8, "kernel_size": 3,
+                               "padding": 1, "input_shape": [1, 4, 8, 8],
+                               "memory_format": "channels_last"})
+    prepared = prepare(case, Lane("vulkan", ("vk-channels-last-input",)))
+    assert prepared.undelegated_ops == {"dim_order_ops._to_dim_order_copy": 2}, prepared.undelegated_ops
+    assert prepared.delegated_ops.get("aten.convolution", 0) >= 1

@@ -20,7 +20,7 @@ import re
 from pathlib import Path
 from typing import Any, Optional
 
-from harness.spec import ConvCase
+from harness.spec import DYNAMIC, MEMORY_FORMATS, ConvCase
 from harness.status import Status
 
 KNOWN_ISSUES_FILE = Path(__file__).resolve().parents[2] / "cases" / "upstream" / "known_issues.json"
@@ -71,12 +71,16 @@ _FIELDS = {"id": lambda v: isinstance(v, str) and re.fullmatch(r"[a-z0-9][a-z0-9
 
 def features(c: ConvCase) -> dict[str, Any]:
     """What a ``when`` may name. ``depthwise`` is the Vulkan runtime's (in == out == groups, not
-    transposed); ``kernel`` is k for a k x k kernel, else the tuple; ``max_padding`` per side."""
+    transposed); ``kernel`` is k for a k x k kernel, else the tuple; ``max_padding`` per side;
+    ``memory_format`` ("contiguous", "channels_last", "channels_last_3d": the input's),
+    ``module_channels_last`` (bool: the module's weights converted) and ``dynamic`` ("none",
+    "batch", "spatial", "both") are the case's own (issue 39)."""
     kernel, stride, dilation, out_pad = map(c.spatial, ("kernel_size", "stride", "dilation",
                                                         "output_padding"))
     per_group = (c.in_channels // c.groups, c.out_channels // c.groups)
     return {**{n: getattr(c, n) for n in ("dim", "transposed", "in_channels", "out_channels",
-                                          "groups", "bias", "dtype", "quant", "padding_mode")},
+                                          "groups", "bias", "dtype", "quant", "padding_mode",
+                                          "memory_format", "module_channels_last", "dynamic")},
             "padding_spelling": c.padding_spelling, "kernel_parity": c.kernel_parity,
             "batch": c.input_shape[0], "short_int_list": c.has_short_int_list(),
             "depthwise": not c.transposed and c.in_channels == c.groups == c.out_channels,
@@ -92,6 +96,8 @@ def features(c: ConvCase) -> dict[str, Any]:
 
 # The vocabulary with each feature's value type ("quant" may be null; "list1_args" holds names).
 _REF = features(ConvCase(dim=2, in_channels=4, out_channels=4, kernel_size=3, input_shape=(1, 4, 8, 8)))
+# Features whose values are a closed set (a misspelt value would silently match nothing).
+_VALUES = {"memory_format": MEMORY_FORMATS, "dynamic": DYNAMIC}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,7 +152,8 @@ def _condition(name: str, raw: Any, bad) -> tuple:
         raise bad(f"when.{name}", 'a mapping must be {"not_in": [...]}')
     op, atoms = (("not_in", raw["not_in"]) if isinstance(raw, dict) else
                  ("in", raw if isinstance(raw, list) else [raw]))
-    ok = {"quant": _str_or_none, "list1_args": lambda a: isinstance(a, str)}.get(
+    ok = {"quant": _str_or_none, "list1_args": lambda a: isinstance(a, str),
+          **{n: values.__contains__ for n, values in _VALUES.items()}}.get(
         name, lambda a: type(a) is type(_REF[name]))
     for a in [a for a in atoms if not ok(a)][:1]:
         raise bad(f"when.{name}", f"{a!r} is not a valid value for this feature")

@@ -1,0 +1,183 @@
+"""Vulkan: a program input (or output) in a channels-last dim order (wrong values, silently).
+
+The Vulkan delegate ignores the dim order of the tensors it is handed: ``VulkanBackend.cpp
+execute`` copies each input with ``maybe_cast_and_copy_into_staging(staging,
+args[i]->toTensor().const_data_ptr(), numel)`` and each output back with
+``maybe_cast_and_copy_from_staging``, both as if the memory were NCHW (no ``dim_order`` is read
+anywhere in ``backends/vulkan/runtime``). ``vulkan_preprocess`` serializes the graph's tensors
+by sizes alone, and ``RemoveRedundantOpsTransform`` drops every ``_to_dim_order_copy`` /
+``_clone_dim_order`` it is given as a no-op. So ``Conv2d(4, 8, 3)`` fed
+``x.to(memory_format=torch.channels_last)`` (the program's input placeholder has dim order
+``(0, 2, 3, 1)``) reads NHWC bytes as NCHW and writes its NCHW result into a channels-last
+output: every element wrong (cases/memory_format_dynamic.json, float and int8 alike).
+
+The rewrite, at the edge dialect before partitioning: each user input whose dim order is not
+contiguous gets a ``dim_order_ops._to_dim_order_copy(x, dim_order=contiguous)`` after it, every
+node's fake value downstream is recomputed (so the graph between is contiguous), and each
+program output whose dim order that changed gets a copy back to its old dim order before the
+output. The program's inputs and outputs keep their dim orders; the delegate in between sees
+contiguous tensors only. The copies must run outside the delegate (inside it, preprocess removes
+them and the bug is back), so while the cell is lowered ``patch`` makes the Vulkan partitioner
+decline a ``_to_dim_order_copy`` / ``_clone_dim_order`` that changes the dim order (its input's
+differs from its output's): such a copy is not a no-op, and the Vulkan runtime has no op for
+it. The portable ``_to_dim_order_copy`` kernel runs them, exactly (a copy). So a fixed cell is
+NOT_DELEGATED with the right values (the copies are outside), never PASS: a graph fix cannot move
+the layout change into the delegate. A channels-last module (a constant weight in channels-last)
+with a contiguous input is another bug and left alone.
+
+What upstream would merge: either the runtime honouring the dim order (``execute`` permuting a
+channels-last input into NCHW staging and back for an output, as XNNPACK's ``XNNExecutor.cpp``
+does since pytorch/executorch#11118), or the partitioner/preprocess declining dim-order-changing
+copies plus a boundary copy like this one. Not reported upstream (#21837 is the portable
+runtime's own silent acceptance of a mismatched dim order, a different bug). A no-op when every
+user input is contiguous.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+from harness.stages.fixes import register
+from harness.stages.fixes.base import Fix
+from harness.stages.fixes.vk_util import (KEPT_META, ProgramPass, edge_ops, finish,
+                                          program_pass_problem)
+
+ADDED = "convconf_vk_channels_last_input"  # meta key of the copies this pass adds
+
+
+def dim_order(v) -> tuple | None:
+    return tuple(v.dim_order()) if isinstance(v, torch.Tensor) else None
+
+
+def is_contiguous_order(order) -> bool:
+    return order == tuple(range(len(order)))
+
+
+def _to_contiguous_copy(node) -> bool:
+    return (isinstance(node, torch.fx.Node) and node.op == "call_function"
+            and "_to_dim_order_copy" in str(node.target)
+            and is_contiguous_order(tuple(node.kwargs.get("dim_order") or ())))
+
+
+def channels_last_inputs(ep) -> list:
+    """The user-input placeholders whose dim order is not contiguous and that something other
+    than a copy to contiguous reads (so the pass is idempotent). A lifted parameter or constant
+    is left as it is: a channels-last module's weight is another bug."""
+    user_inputs = set(ep.graph_signature.user_inputs)
+    return [n for n in ep.graph_module.graph.nodes if n.op == "placeholder"
+            and n.name in user_inputs and dim_order(n.meta.get("val")) is not None
+            and not is_contiguous_order(dim_order(n.meta["val"]))
+            and not all(map(_to_contiguous_copy, n.users))]
+
+
+def _fake(node):
+    """``node`` run on its arguments' fake values (a real recomputation, not a shape rule)."""
+    def value(a):
+        return a.meta["val"] if isinstance(a, torch.fx.Node) else a
+
+    args = torch.fx.node.map_aggregate(node.args, value)
+    kwargs = torch.fx.node.map_aggregate(node.kwargs, value)
+    mode = next((v.fake_mode for v in torch.utils._pytree.tree_leaves((args, kwargs))
+                 if isinstance(v, torch.Tensor) and hasattr(v, "fake_mode")), None)
+    with mode if mode is not None else contextlib.nullcontext():
+        return node.target(*args, **kwargs)
+
+
+def _copy(graph, x, order, like):
+    """``_to_dim_order_copy(x, dim_order=order)`` at the insertion point, marked as ours."""
+    node = graph.call_function(edge_ops().dim_order_ops._to_dim_order_copy.default, (x,),
+                               {"dim_order": list(order)})
+    node.meta.update({k: like.meta[k] for k in KEPT_META if k in like.meta})
+    node.meta[ADDED] = True
+    node.meta["val"] = _fake(node)
+    return node
+
+
+class ChannelsLastInputToContiguousPass(ProgramPass or object):
+    def call(self, ep):
+        graph = ep.graph_module.graph
+        inputs = channels_last_inputs(ep)
+        if not inputs:
+            return finish(ep, False)
+        output = next(n for n in graph.nodes if n.op == "output")
+        was = {n: dim_order(n.meta.get("val")) for n in graph.nodes}
+        first_op = next(n for n in graph.nodes if n.op != "placeholder")  # placeholders stay first
+        for x in inputs:
+            with graph.inserting_before(first_op):
+                copy = _copy(graph, x, range(x.meta["val"].dim()), x)
+            x.replace_all_uses_with(copy, delete_user_cb=lambda u, c=copy: u is not c)
+        # every other node again, in graph order: the fake values now say what runs
+        for node in graph.nodes:
+            if node.op == "call_function" and not node.meta.get(ADDED):
+                node.meta["val"] = _fake(node)
+        # the program's outputs keep their dim orders: a copy back where one changed
+        outs = []
+        for out in output.args[0]:
+            if isinstance(out, torch.fx.Node) and was.get(out) and \
+                    dim_order(out.meta.get("val")) != was[out]:
+                with graph.inserting_before(output):
+                    out = _copy(graph, out, was[out], out)
+            outs.append(out)
+        output.args = (type(output.args[0])(outs),)
+        return finish(ep, True)
+
+
+def _changes_dim_order(node) -> bool:
+    """A dim-order copy whose input's dim order differs from its output's: not a no-op, and
+    ``RemoveRedundantOpsTransform`` (vulkan_preprocess) would drop it as one."""
+    if not isinstance(node, torch.fx.Node) or node.op != "call_function":
+        return False
+    if "_to_dim_order_copy" not in str(node.target) and "_clone_dim_order" not in str(node.target):
+        return False
+    src = node.args[0] if node.args else None
+    a = dim_order(src.meta.get("val")) if isinstance(src, torch.fx.Node) else None
+    b = dim_order(node.meta.get("val"))
+    return a is not None and b is not None and a != b
+
+
+@contextlib.contextmanager
+def decline_dim_order_changes():
+    """While one cell is lowered: the Vulkan partitioner declines a dim-order-changing copy
+    (restored on exit)."""
+    from executorch.backends.vulkan.partitioner import vulkan_partitioner as vp
+
+    cls = vp.VulkanSupportedOperators
+    original = cls._is_node_supported
+
+    def _is_node_supported(self, node):
+        if _changes_dim_order(node):
+            self.log_skip(node, "copy changes the dim order (the runtime ignores dim orders)")
+            return False
+        return original(self, node)
+
+    cls._is_node_supported = _is_node_supported
+    try:
+        yield
+    finally:
+        cls._is_node_supported = original
+
+
+@register
+class VkChannelsLastInput(Fix):
+    name = "vk-channels-last-input"
+    backends = ("vulkan",)
+    summary = ("a user input in a channels-last dim order: copy it to contiguous outside the "
+               "delegate (and an output back to its dim order), so the delegate sees NCHW only")
+    bug = ("Vulkan reads a channels-last program input as NCHW and writes its output as NCHW "
+           "whatever the output's dim order (VulkanBackend.cpp execute copies raw memory into "
+           "staging, no dim order read): every element wrong, silently; not reported upstream")
+    verified = ("cases/vulkan_graph_fixes.json (lavapipe, 1.5.1 wheel + main plug-in): "
+                "MISMATCH -> NOT_DELEGATED (right values; the two copies run outside the "
+                "delegate) for channels-last float and int8 inputs, contiguous controls no-op; "
+                "tests/test_vulkan_graph_fixes.py")
+
+    def unavailable(self) -> str | None:
+        return program_pass_problem()
+
+    def transform_passes(self) -> list:
+        return [ChannelsLastInputToContiguousPass()]
+
+    def patch(self):
+        return decline_dim_order_changes()
