@@ -17,9 +17,16 @@ BY_ID = {issue.id: issue for issue in ISSUES}
 QUICK = PROFILES["ci"]  # README command 1's run
 
 
+# Axes the strata do not draw (the nightly profile does, issue 39; strata.BY_SHAPE): a ``when``
+# on them is read as met here, so a family defined by them is reached by its row's shape.
+UNDRAWN = ("memory_format", "module_channels_last", "dynamic")
+
+
 def in_family(issue, case) -> bool:
-    """The case meets the issue's ``when`` (its message and status are the delegate's to show)."""
-    loose = dataclasses.replace(issue, message=None, error_pattern=None, component=None)
+    """The case meets the issue's ``when`` on the axes the strata draw (its message and status
+    are the delegate's to show)."""
+    loose = dataclasses.replace(issue, message=None, error_pattern=None, component=None,
+                                when=tuple(c for c in issue.when if c[0] not in UNDRAWN))
     return loose.matches(issue.backend, known_issues.features(case), issue.statuses[0], "")
 
 
