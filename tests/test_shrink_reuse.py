@@ -73,6 +73,20 @@ def test_a_known_finding_keeps_the_baselines_minimal_case_while_it_still_lands(t
     subprocess.run([sys.executable, "-m", "harness", "expect", str(first), "--out",
                     str(expected)], check=True, capture_output=True)
     assert json.loads(expected.read_text())["minimal"] == {fid: entry["case"]}
+    # refreshed from the same run, the file keeps what it knew first
+    data = json.loads(expected.read_text())
+    data["first_seen"][fid] = "2026-01-01 00:00:00"
+    expected.write_text(json.dumps(data))
+    subprocess.run([sys.executable, "-m", "harness", "expect", str(first), "--out",
+                    str(expected)], check=True, capture_output=True)
+    assert json.loads(expected.read_text())["first_seen"][fid] == "2026-01-01 00:00:00"
+    # ... and a file there that is not an expectations file is not overwritten
+    other = tmp_path / "notes.json"
+    other.write_text('{"notes": 1}')
+    said = subprocess.run([sys.executable, "-m", "harness", "expect", str(first), "--out",
+                           str(other)], capture_output=True, text=True)
+    assert said.returncode == 2 and other.read_text() == '{"notes": 1}'
+    assert len(said.stderr.strip().splitlines()) == 1 and "not overwritten" in said.stderr
 
     _, again = _run(tmp_path, "again", cases, "--shrink", "30", "--baseline", str(expected))
     assert again[fid]["case"] == entry["case"] and again[fid]["tries"] <= 1

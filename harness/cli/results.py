@@ -34,7 +34,8 @@ def add_parsers(sub) -> None:
                     help="bisect runs, one run folder per release (oldest first): which have it")
     br.set_defaults(func=cmd_bug_report)
 
-    ex = sub.add_parser("expect", help="a run's findings as an expectations file (--baseline)")
+    ex = sub.add_parser("expect", help="a run's findings as an expectations file (--baseline); "
+                        "an existing --out keeps its earlier first-seen dates and minimal cases")
     ex.add_argument("dir", type=Path)
     ex.add_argument("--out", type=Path, required=True)
     ex.set_defaults(func=cmd_expect)
@@ -126,10 +127,17 @@ def cmd_bug_report(args) -> int:
 def cmd_expect(args) -> int:
     import json
 
-    from harness.results.baseline import expectations
+    from harness.results.baseline import BaselineError, expectations, load
 
     read_matrix(args.dir)  # a bad folder is one line
-    known = expectations(args.dir)
+    earlier = None
+    if args.out.exists():  # refreshed: what it knew first stays (never a file it cannot read)
+        try:
+            earlier = load(args.out)
+        except BaselineError as e:
+            raise UsageError(f"expect: --out {args.out} is there and is not an expectations "
+                             f"file ({str(e).split(': ', 1)[-1]}); not overwritten") from None
+    known = expectations(args.dir, earlier)
     args.out.write_text(json.dumps(known, indent=1, sort_keys=True) + "\n")
     print(f"{len(known['findings'])} known findings -> {args.out}")
     return EXIT_OK

@@ -81,12 +81,18 @@ def classify(df: pd.DataFrame, base: Baseline) -> pd.Series:
     return pd.Series([one(r) for r in df.itertuples()], index=df.index, dtype=object)
 
 
-def expectations(run_dir: Path) -> dict:
+def expectations(run_dir: Path, earlier: Baseline | None = None) -> dict:
+    """The run's findings as an expectations file; with ``earlier`` (the file it refreshes), a
+    finding both know keeps the earlier first-seen date, and its earlier minimal case where this
+    run did not shrink it."""
     found = findings.find(matrix.read(run_dir), run_dir)
     when = findings.seen(run_dir)
+    first = dict(earlier.first_seen) if earlier else {}
+    minimal = {**(earlier.minimal if earlier else {}), **_minimal_of(found)}
     return {"findings": {f.id: f"{f.backend} {f.status}: {f.signature}" for f in found},
-            "first_seen": {f.id: when[f.id] for f in found if when.get(f.id)},
-            "minimal": _minimal_of(found)}
+            "first_seen": {f.id: min(filter(None, (first.get(f.id), when.get(f.id))))
+                           for f in found if first.get(f.id) or when.get(f.id)},
+            "minimal": {f.id: minimal[f.id] for f in found if f.id in minimal}}
 
 
 def _minimal_of(found) -> dict:
