@@ -19,6 +19,7 @@ from harness.spec import ConvCase
 from harness.stages import fixes
 from harness.stages.fixes.vk_channels_last_input import (ChannelsLastInputToContiguousPass,
                                                         decline_dim_order_changes)
+from harness.stages.fixes.vk_channels_last_weight import ChannelsLastWeightToContiguousPass
 from harness.stages.fixes.vk_dw_edge_pad import DepthwiseExplicitPadPass
 from harness.stages.fixes.vk_dw_sned_widen import DepthwiseSnedWidenPass
 from harness.stages.fixes.vk_grouped_split import GroupedConvSplitPass
@@ -32,6 +33,7 @@ PASSES = {
     "vk-q8-per-tensor-weight": PerTensorWeightAsPerChannelPass,
     "vk-q8-batch-split": Int8BatchSplitPass,
     "vk-channels-last-input": ChannelsLastInputToContiguousPass,
+    "vk-channels-last-weight": ChannelsLastWeightToContiguousPass,
 }
 
 
@@ -470,3 +472,118 @@ def test_channels_last_fix_keeps_the_conv_delegated_and_the_copies_outside():
     prepared = prepare(case, Lane("vulkan", ("vk-channels-last-input",)))
     assert prepared.undelegated_ops == {"dim_order_ops._to_dim_order_copy": 2}, prepared.undelegated_ops
     assert prepared.delegated_ops.get("aten.convolution", 0) >= 1
+
+
+# ---------------------- vk-channels-last-weight: a channels-last module's weight (issue 39)
+
+def weight_placeholder(ep):
+    (c,) = convs(ep)
+    return c, c.args[1]
+
+
+@pytest.mark.parametrize("cin,shape", [(4, (1, 4, 8, 8)), (1, (1, 1, 4, 4))],
+                         ids=["C_in 4", "C_in 1 (the nightly cell: same bytes, channels-last strides)"])
+def test_channels_last_weight_becomes_contiguous_with_the_same_values(cin, shape):
+    """The weight (state dict and fake value) and the conv's output become contiguous; the
+    weight's values and eager's numbers are unchanged, bit for bit; idempotent."""
+    module, x = int_module(conv(cin, 8, 3, padding=2, dilation=2), shape)
+    module = module.to(memory_format=CHANNELS_LAST)
+    ep = edge_program(module, x)
+    original = copy.deepcopy(ep).module()
+    c, w = weight_placeholder(ep)
+    assert tuple(w.meta["val"].dim_order()) == (0, 2, 3, 1)
+    assert tuple(c.meta["val"].dim_order()) == (0, 2, 3, 1)  # the weight made the output CL
+    key = ep.graph_signature.inputs_to_parameters[w.name]
+    before = ep.state_dict[key].detach().clone()
+    assert run_pass("vk-channels-last-weight", ep) is True
+    c, w2 = weight_placeholder(ep)
+    assert w2 is w and ep.graph_signature.inputs_to_parameters[w.name] == key
+    weight = ep.state_dict[key]
+    assert isinstance(weight, torch.nn.Parameter)
+    assert weight.is_contiguous() and weight.stride() == (cin * 9, 9, 3, 1)
+    assert torch.equal(weight, before)
+    assert tuple(w.meta["val"].dim_order()) == (0, 1, 2, 3)
+    assert tuple(c.meta["val"].dim_order()) == (0, 1, 2, 3)
+    (out,) = next(n for n in ep.graph_module.graph.nodes if n.op == "output").args[0]
+    assert tuple(out.meta["val"].dim_order()) == (0, 1, 2, 3)
+    with torch.no_grad():
+        ref = module(x)
+        assert torch.equal(original(x), ref) and torch.equal(ep.module()(x), ref)
+    snap = snapshot(ep)
+    assert run_pass("vk-channels-last-weight", ep) is False and snapshot(ep) == snap
+
+
+def test_channels_last_weight_is_a_no_op_for_a_contiguous_module():
+    """A contiguous module, with a contiguous or a channels-last input: nothing modified (the
+    input is vk-channels-last-input's)."""
+    for memory_format in (torch.contiguous_format, CHANNELS_LAST):
+        module, x = int_module(conv(4, 8, 3, padding=1), (1, 4, 8, 8))
+        ep = edge_program(module, x.to(memory_format=memory_format))
+        before = snapshot(ep)
+        assert run_pass("vk-channels-last-weight", ep) is False and snapshot(ep) == before
+
+
+def test_channels_last_weight_and_input_together_leave_every_boundary_contiguous_inside():
+    """Both fixes on a channels-last module fed a channels-last input (either order): the conv
+    sees a contiguous input and weight and writes a contiguous output; same numbers."""
+    for order in (("vk-channels-last-input", "vk-channels-last-weight"),
+                  ("vk-channels-last-weight", "vk-channels-last-input")):
+        module, x = int_module(conv(4, 8, 3, padding=1), (1, 4, 8, 8))
+        module, x = module.to(memory_format=CHANNELS_LAST), x.to(memory_format=CHANNELS_LAST)
+        ep = edge_program(module, x)
+        for name in order:
+            assert run_pass(name, ep) is True, name
+        c, w = weight_placeholder(ep)
+        assert all(v.is_contiguous() for v in (c.args[0].meta["val"], w.meta["val"], c.meta["val"]))
+        with torch.no_grad():
+            assert torch.equal(ep.module()(x), module(x))
+
+
+# ----------------------------------- dynamic programs stay dynamic under every fix (issue 39)
+
+def dynamic_edge_program(module, x, dims):
+    from executorch.exir import to_edge
+
+    shapes = ({a: torch.export.Dim(f"d{a}", min=1, max=8 if a == 0 else 64) for a in dims},)
+    return to_edge(torch.export.export(module.eval(), (x,), dynamic_shapes=shapes)).exported_program()
+
+
+DYNAMIC = {  # the nightly's cell (PASS stock, CRASH with vk-conv1d-pw-stride-pad), pointwise twins
+    "conv1d k5 g3 dil 2, dynamic batch": (torch.nn.Conv1d(3, 9, 5, dilation=2, groups=3),
+                                         (2, 3, 17), (0,)),
+    "conv1d k1 stride 2, dynamic batch": (torch.nn.Conv1d(4, 8, 1, stride=2), (2, 4, 9), (0,)),
+    "conv1d k1 pad 1, dynamic length": (torch.nn.Conv1d(4, 8, 1, padding=1), (1, 4, 9), (2,)),
+    "dw 7x7 p3, dynamic batch": (conv(4, 4, 7, padding=3, groups=4), (2, 4, 8, 8), (0,)),
+    "grouped 3x3, dynamic height": (conv(4, 4, 3, padding=1, groups=2), (1, 4, 8, 8), (2,)),
+}
+
+
+@pytest.mark.parametrize("control", DYNAMIC)
+def test_every_vulkan_graph_fix_leaves_a_dynamic_program_dynamic(control):
+    """A fix reading a conv of a dynamic program must not guard on its sizes: ``int()`` of a
+    SymInt specializes the symbol in the ShapeEnv that every copy of the program shares, and
+    the lowered program comes out static (the runtime then aborts at any other size: "Attempted
+    to resize a static tensor", issue 39). The Vulkan graph fixes leave such a conv alone."""
+    from executorch.exir.pass_base import ExportedProgramPassBase
+
+    from harness.stages.fixes.vk_conv1d_pw_stride_pad import PointwiseConv1dExplicitStridePadPass
+    from harness.stages.fixes.vk_util import conv_args
+
+    module, shape, dims = DYNAMIC[control]
+    torch.manual_seed(0)
+    exported = dynamic_edge_program(module, torch.randn(shape), dims)
+
+    def symbolic(ep):
+        (out,) = next(n for n in ep.graph_module.graph.nodes if n.op == "output").args[0]
+        return [a for a in dims if not isinstance(out.meta["val"].shape[a], int)]
+
+    assert symbolic(exported) == list(dims)
+    passes = dict(PASSES, **{"vk-conv1d-pw-stride-pad": PointwiseConv1dExplicitStridePadPass})
+    for fix_name, pass_type in passes.items():
+        ep = copy.deepcopy(exported)
+        p = pass_type()
+        result = p(ep) if isinstance(p, ExportedProgramPassBase) else p(ep.graph_module)
+        assert result.modified is False, fix_name
+        assert symbolic(ep) == list(dims), fix_name
+        assert symbolic(exported) == list(dims), f"{fix_name} specialized the shared ShapeEnv"
+    assert [conv_args(c, len(shape) - 2) for c in convs(exported)] == [None]

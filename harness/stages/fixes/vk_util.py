@@ -60,9 +60,23 @@ def conv2d(node) -> dict | None:
     return conv_args(node, 2)
 
 
+def static_sizes(node) -> bool:
+    """Whether every size of the node's fake value is a plain int. A dynamic program's sizes are
+    SymInts, and ``int()`` of one is a guard that specializes the symbol in the program's
+    ShapeEnv (``s0`` replaced by the export size): the lowered program turns static, its output
+    sized for the example batch, and the runtime aborts at every other size ("Attempted to
+    resize a static tensor", issue 39: a dynamic-batch Conv1d, PASS stock, CRASH with
+    vk-conv1d-pw-stride-pad, which only read its batch). The ShapeEnv is shared by every deep
+    copy of the exported program, so the specialization also reached the lanes the harness
+    lowered after it in that process. The Vulkan graph fixes are verified on static programs
+    only and leave a conv with a symbolic size alone."""
+    v = val(node)
+    return isinstance(v, torch.Tensor) and all(type(s) is int for s in v.shape)
+
+
 def conv_args(node, rank: int) -> dict | None:
     """The arguments of a non-transposed ``aten.convolution`` with ``rank`` spatial dims, per
-    spatial dim; else None."""
+    spatial dim; else None (also for a conv of a dynamic program: ``static_sizes``)."""
     if not is_call(node, "aten.convolution") or len(node.args) <= GROUPS or node.args[TRANSPOSED]:
         return None
     x, w = node.args[INPUT], node.args[WEIGHT]
@@ -70,6 +84,8 @@ def conv_args(node, rank: int) -> dict | None:
         return None
     if val(x).dim() != rank + 2 or val(w).dim() != rank + 2:
         return None
+    if not all(map(static_sizes, (x, w, node))):
+        return None  # a dynamic program: see static_sizes
     return {"x": x, "w": w, "bias": node.args[BIAS],
             "stride": per_dim(node.args[STRIDE], rank),
             "padding": per_dim(node.args[PADDING], rank),
