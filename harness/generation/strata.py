@@ -118,7 +118,7 @@ BY_SHAPE = {
     3: ("xnnpack-channels-last-tagged-reshape-assert",),
     5: ("vulkan-conv-not-delegated-by-design", "xnnpack-conv-not-delegated-by-design"),
     6: ("xnnpack-conv2d-channels-last-input-shapes", "vulkan-channels-last-input-mismatch"),
-    7: ("xnnpack-channels-last-module-output-resize",),
+    7: ("xnnpack-channels-last-module-output-resize", "vulkan-channels-last-module-output-mismatch"),
     8: ("xnnpack-reshape-two-dynamic-dims",),
     9: ("vulkan-batch-norm-3d",),
     10: ("padding-mode-decomposition-not-delegated", "portable-index-tensor-dim-order"),
