@@ -41,8 +41,27 @@ import torch
 
 from harness.stages.fixes import register
 from harness.stages.fixes.base import Fix, is_call
-from harness.stages.fixes.vk_channels_last_input import _fake, dim_order, is_contiguous_order
 from harness.stages.fixes.vk_util import (WEIGHT, ProgramPass, finish, program_pass_problem)
+
+
+def dim_order(v) -> tuple | None:
+    return tuple(v.dim_order()) if isinstance(v, torch.Tensor) else None
+
+
+def is_contiguous_order(order) -> bool:
+    return order == tuple(range(len(order)))
+
+
+def _recompute(node, mode):
+    """``node`` run on its arguments' fake values under the program's fake ``mode`` (a real
+    recomputation, not a shape rule; a dynamic program's SymInts pass through as they are)."""
+    def value(a):
+        return a.meta["val"] if isinstance(a, torch.fx.Node) else a
+
+    args = torch.fx.node.map_aggregate(node.args, value)
+    kwargs = torch.fx.node.map_aggregate(node.kwargs, value)
+    with mode:
+        return node.target(*args, **kwargs)
 
 
 def constant_name(ep, node) -> tuple[str, str] | None:
@@ -95,6 +114,7 @@ class ChannelsLastWeightToContiguousPass(ProgramPass or object):
         weights = channels_last_weights(ep)
         if not weights:
             return finish(ep, False)
+        mode = weights[0].meta["val"].fake_mode  # the program's (its ShapeEnv included)
         for w in weights:
             _contiguous_constant(ep, w)
         # every node downstream of them again, in graph order: the fake values (and dim
@@ -102,7 +122,7 @@ class ChannelsLastWeightToContiguousPass(ProgramPass or object):
         changed = set(weights)
         for node in ep.graph_module.graph.nodes:
             if node.op == "call_function" and any(a in changed for a in node.all_input_nodes):
-                node.meta["val"] = _fake(node)
+                node.meta["val"] = _recompute(node, mode)
                 changed.add(node)
         return finish(ep, True)
 
