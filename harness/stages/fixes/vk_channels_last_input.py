@@ -72,26 +72,48 @@ def channels_last_inputs(ep) -> list:
             and not all(map(_to_contiguous_copy, n.users))]
 
 
-def _fake(node):
-    """``node`` run on its arguments' fake values (a real recomputation, not a shape rule)."""
+def graph_fake_mode(graph):
+    """The ``FakeTensorMode`` of the graph's own fake values (its placeholders' first): every
+    value this pass computes is made under it, with the program's ShapeEnv, so that a dynamic
+    program's SymInts carry through and a later pass that checks the modes agree
+    (``FuseBatchNormPass``, any retrace) sees one mode."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    for node in sorted(graph.nodes, key=lambda n: n.op != "placeholder"):
+        for v in torch.utils._pytree.tree_leaves(node.meta.get("val")):
+            if isinstance(v, FakeTensor):
+                return v.fake_mode
+    return None
+
+
+def _fake(node, mode=None):
+    """``node`` run on its arguments' existing fake values under the graph's fake ``mode``
+    (``graph_fake_mode`` of the node's graph when not given): a real recomputation, not a shape
+    rule, and never on fresh tensors, so the SymInts of a dynamic program's sizes pass through. A real tensor among the values (there should be
+    none) is brought into the mode first, so that no value of another mode (or none) is made."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    mode = mode if mode is not None else graph_fake_mode(node.graph)
+
     def value(a):
-        return a.meta["val"] if isinstance(a, torch.fx.Node) else a
+        v = a.meta["val"] if isinstance(a, torch.fx.Node) else a
+        if mode is not None and isinstance(v, torch.Tensor) and not isinstance(v, FakeTensor):
+            v = mode.from_tensor(v, static_shapes=True)
+        return v
 
     args = torch.fx.node.map_aggregate(node.args, value)
     kwargs = torch.fx.node.map_aggregate(node.kwargs, value)
-    mode = next((v.fake_mode for v in torch.utils._pytree.tree_leaves((args, kwargs))
-                 if isinstance(v, torch.Tensor) and hasattr(v, "fake_mode")), None)
     with mode if mode is not None else contextlib.nullcontext():
         return node.target(*args, **kwargs)
 
 
-def _copy(graph, x, order, like):
+def _copy(graph, x, order, like, mode):
     """``_to_dim_order_copy(x, dim_order=order)`` at the insertion point, marked as ours."""
     node = graph.call_function(edge_ops().dim_order_ops._to_dim_order_copy.default, (x,),
                                {"dim_order": list(order)})
     node.meta.update({k: like.meta[k] for k in KEPT_META if k in like.meta})
     node.meta[ADDED] = True
-    node.meta["val"] = _fake(node)
+    node.meta["val"] = _fake(node, mode)
     return node
 
 
@@ -102,23 +124,29 @@ class ChannelsLastInputToContiguousPass(ProgramPass or object):
         if not inputs:
             return finish(ep, False)
         output = next(n for n in graph.nodes if n.op == "output")
+        mode = graph_fake_mode(graph)
         was = {n: dim_order(n.meta.get("val")) for n in graph.nodes}
         first_op = next(n for n in graph.nodes if n.op != "placeholder")  # placeholders stay first
+        changed = set()
         for x in inputs:
             with graph.inserting_before(first_op):
-                copy = _copy(graph, x, range(x.meta["val"].dim()), x)
+                copy = _copy(graph, x, range(x.meta["val"].dim()), x, mode)
             x.replace_all_uses_with(copy, delete_user_cb=lambda u, c=copy: u is not c)
-        # every other node again, in graph order: the fake values now say what runs
+            changed.add(copy)
+        # the nodes downstream of a copy again, in graph order: the fake values now say what
+        # runs (a node that reads no copy, e.g. a padding's index arange, keeps its value)
         for node in graph.nodes:
-            if node.op == "call_function" and not node.meta.get(ADDED):
-                node.meta["val"] = _fake(node)
+            if node.op == "call_function" and not node.meta.get(ADDED) and \
+                    any(a in changed for a in node.all_input_nodes):
+                node.meta["val"] = _fake(node, mode)
+                changed.add(node)
         # the program's outputs keep their dim orders: a copy back where one changed
         outs = []
         for out in output.args[0]:
             if isinstance(out, torch.fx.Node) and was.get(out) and \
                     dim_order(out.meta.get("val")) != was[out]:
                 with graph.inserting_before(output):
-                    out = _copy(graph, out, was[out], out)
+                    out = _copy(graph, out, was[out], out, mode)
             outs.append(out)
         output.args = (type(output.args[0])(outs),)
         return finish(ep, True)

@@ -1,0 +1,114 @@
+"""vk-channels-last-input's graph: every fake value it (re)computes is made under the graph's own
+FakeTensorMode, from the existing fake values (a dynamic program's SymInts carry through).
+
+Two nightly failures of the fix (issue 39): a reflect-padded conv (its index ``arange`` nodes read
+no tensor) got real tensors as fake values, so ExecuTorch's FuseBatchNormPass saw two fake modes
+(LOWER_ERROR); and a dynamic-batch program's copies must keep the symbolic batch, else their
+outputs are planned static and the portable ``_to_dim_order_copy`` cannot resize them."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from harness.stages.fixes.vk_channels_last_input import (ADDED,
+                                                         ChannelsLastInputToContiguousPass,
+                                                         graph_fake_mode)
+
+
+def edge_program(module, x, dynamic_shapes=None):
+    from executorch.exir import to_edge
+
+    ep = torch.export.export(module.eval(), x, dynamic_shapes=dynamic_shapes)
+    return to_edge(copy.deepcopy(ep)).exported_program()
+
+
+def fixed(ep):
+    result = ChannelsLastInputToContiguousPass()(ep)
+    assert result.modified
+    return result.exported_program if hasattr(result, "exported_program") else ep
+
+
+def tensor_values(ep):
+    return [(n, v) for n in ep.graph_module.graph.nodes
+            for v in torch.utils._pytree.tree_leaves(n.meta.get("val"))
+            if isinstance(v, torch.Tensor)]
+
+
+def channels_last(*shape):
+    return (torch.randn(*shape).to(memory_format=torch.channels_last),)
+
+
+REFLECT = [  # the nightly's two LOWER_ERROR shapes, reduced: reflect padding, a channels-last input
+    pytest.param(lambda: torch.nn.Conv2d(12, 3, 2, padding="same", groups=3, bias=False,
+                                         padding_mode="reflect"), (1, 12, 7, 5), id="reflect-same"),
+    pytest.param(lambda: torch.nn.Conv2d(4, 1, 1, padding=1, padding_mode="reflect"),
+                 (1, 4, 3, 3), id="reflect-1x1"),
+    pytest.param(lambda: torch.nn.Conv2d(4, 8, 3, padding=1), (1, 4, 8, 8), id="plain"),
+]
+
+
+@pytest.mark.parametrize("factory, shape", REFLECT)
+def test_every_fake_value_has_the_graphs_fake_mode(factory, shape):
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    torch.manual_seed(0)
+    ep = edge_program(factory(), channels_last(*shape))
+    mode = graph_fake_mode(ep.graph_module.graph)
+    ep = fixed(ep)
+    values = tensor_values(ep)
+    assert any(n.meta.get(ADDED) for n, _ in values)
+    not_fake = [n.name for n, v in values if not isinstance(v, FakeTensor)]
+    assert not not_fake, f"real tensors as fake values: {not_fake}"
+    other = [n.name for n, v in values if v.fake_mode is not mode]
+    assert not other, f"fake values of another mode: {other}"
+
+
+@pytest.mark.parametrize("factory, shape", REFLECT[:2])
+def test_the_vulkan_lowering_accepts_the_fixed_graph(factory, shape):
+    """vulkan_preprocess (FuseBatchNormPass and the passes around it) re-runs the graph on its
+    fake values and asserts they share one mode: the nightly's LOWER_ERROR. Lowering only (no
+    runtime needed); the copies stay outside the delegate."""
+    from executorch.backends.vulkan.partitioner.vulkan_partitioner import VulkanPartitioner
+    from executorch.exir import to_edge_transform_and_lower
+
+    from harness.stages import fixes
+
+    fix = fixes.get("vk-channels-last-input")
+    torch.manual_seed(0)
+    ep = torch.export.export(factory().eval(), channels_last(*shape))
+    with fix.patch():
+        edge = to_edge_transform_and_lower(ep, partitioner=[VulkanPartitioner()],
+                                           transform_passes=fix.transform_passes())
+    outside = [str(n.target) for n in edge.exported_program().graph_module.graph.nodes
+               if n.op == "call_function" and "_to_dim_order_copy" in str(n.target)]
+    assert outside, "the dim-order copies run outside the delegate"
+
+
+def test_dynamic_batch_keeps_a_symbolic_batch_in_the_copies():
+    torch.manual_seed(0)
+    batch = torch.export.Dim("batch", min=1, max=4)
+    ep = edge_program(torch.nn.Conv2d(4, 8, 2, stride=3, padding=2, groups=4),
+                      channels_last(2, 4, 2, 2), dynamic_shapes=({0: batch},))
+    graph = ep.graph_module.graph
+    mode = graph_fake_mode(graph)
+    shape_env = mode.shape_env
+    x = next(n for n in graph.nodes if n.op == "placeholder" and n.name.startswith("input"))
+    symbol = x.meta["val"].shape[0]
+    assert isinstance(symbol, torch.SymInt)
+    guards, replacements = len(shape_env.guards), dict(shape_env.replacements)
+    ep = fixed(ep)
+    copies = [n for n in ep.graph_module.graph.nodes if n.meta.get(ADDED)]
+    assert len(copies) == 2  # the input's copy to contiguous and the output's back
+    for node in copies + [n for n in ep.graph_module.graph.nodes
+                          if n.op == "call_function" and "convolution" in str(n.target)]:
+        batch_size = node.meta["val"].shape[0]
+        assert isinstance(batch_size, torch.SymInt), f"{node.name}: batch {batch_size!r}"
+        assert batch_size.node.expr == symbol.node.expr
+        assert node.meta["val"].fake_mode is mode
+    assert tuple(copies[0].meta["val"].dim_order()) == (0, 1, 2, 3)
+    assert tuple(copies[1].meta["val"].dim_order()) == (0, 2, 3, 1)
+    # nothing guarded or specialized in the program's ShapeEnv (it is shared by its deep copies)
+    assert len(shape_env.guards) == guards and dict(shape_env.replacements) == replacements
