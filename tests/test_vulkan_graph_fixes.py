@@ -25,6 +25,7 @@ from harness.stages.fixes.vk_dw_sned_widen import DepthwiseSnedWidenPass
 from harness.stages.fixes.vk_grouped_split import GroupedConvSplitPass
 from harness.stages.fixes.vk_q8_batch_split import Int8BatchSplitPass
 from harness.stages.fixes.vk_q8_per_tensor_weight import PerTensorWeightAsPerChannelPass
+from harness.stages.fixes.vulkan_conv_padding import BroadcastConvIntListsPass
 
 PASSES = {
     "vk-dw-edge-pad": DepthwiseExplicitPadPass,
@@ -587,3 +588,27 @@ def test_every_vulkan_graph_fix_leaves_a_dynamic_program_dynamic(control):
         assert symbolic(ep) == list(dims), fix_name
         assert symbolic(exported) == list(dims), f"{fix_name} specialized the shared ShapeEnv"
     assert [conv_args(c, len(shape) - 2) for c in convs(exported)] == [None]
+
+
+def _padding_arg(ep) -> list:
+    conv = next(n for n in ep.graph_module.graph.nodes if "convolution" in str(n.target))
+    return list(conv.args[4])
+
+
+def test_the_int_list_broadcast_leaves_a_channels_last_conv_alone_unless_made_contiguous():
+    """vulkan-conv-padding: past make_ivec2 a channels-last conv would be read as NCHW (silent
+    wrong values where stock fails loudly), so it is left alone; after vk-channels-last-input
+    (which sorts before it in a lane) its tensors are contiguous and it is broadcast."""
+    module = torch.nn.Conv2d(4, 8, 3, padding="valid")
+    x = torch.randn(1, 4, 6, 6)
+    def broadcast(ep) -> bool:  # the fix's pass, as lowering runs it (cases/seed.json has its cells)
+        return BroadcastConvIntListsPass()(ep.graph_module).modified
+
+    plain = edge_program(module, x)
+    assert broadcast(plain) and _padding_arg(plain) == [0, 0]
+    cl = edge_program(module, x.to(memory_format=torch.channels_last))
+    assert not broadcast(cl) and _padding_arg(cl) == [0]
+    assert fixes.all_for("vulkan").index("vk-channels-last-input") \
+        < fixes.all_for("vulkan").index("vulkan-conv-padding")
+    assert run_pass("vk-channels-last-input", cl)
+    assert broadcast(cl) and _padding_arg(cl) == [0, 0]

@@ -4,10 +4,18 @@
 a single value over every spatial dim, the Vulkan runtime reads the list with ``make_ivec2`` and
 aborts. The pass rewrites the edge graph before partitioning, so the builder serializes
 ``IntList [0, 0]``: padding="valid" then lowers exactly like padding=0.
+
+A conv whose input or output is not in the contiguous dim order is left alone: the Vulkan
+delegate reads and writes every tensor as NCHW (known issues vulkan-channels-last-input-mismatch,
+vulkan-channels-last-module-output-mismatch), so past make_ivec2 such a conv would compute wrong
+values silently where stock fails loudly (`--fixes each`: RUNTIME_ERROR -> MISMATCH, issue 39).
+In a lane with vk-channels-last-input / vk-channels-last-weight, which sort before this fix and
+make the conv's tensors contiguous, the conv is broadcast as any other.
 """
 
 from __future__ import annotations
 
+import torch
 from torch.fx.passes.infra.pass_base import PassBase, PassResult
 
 from harness.stages.fixes import register
@@ -23,6 +31,9 @@ class BroadcastConvIntListsPass(PassBase):
         for node in graph_module.graph.nodes:
             if not is_call(node, "aten.convolution"):
                 continue
+            if not all(_contiguous(v) for v in (node.args[0].meta.get("val"),
+                                                 node.meta.get("val"))):
+                continue  # the NCHW-only delegate would read it wrong (docstring)
             rank = node.args[0].meta["val"].dim() - 2
             args = list(node.args)
             for i in INT_LIST_ARGS:
@@ -34,6 +45,11 @@ class BroadcastConvIntListsPass(PassBase):
         if modified:
             graph_module.recompile()
         return PassResult(graph_module, modified)
+
+
+def _contiguous(val) -> bool:
+    """Whether a fake value is in the contiguous dim order (what the Vulkan delegate assumes)."""
+    return not isinstance(val, torch.Tensor) or tuple(val.dim_order()) == tuple(range(val.dim()))
 
 
 @register
