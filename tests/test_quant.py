@@ -2,7 +2,7 @@
 
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 
 from conftest import lowering_examples
 from harness.stages.backends import Backend, QuantUnsupported
@@ -107,14 +107,40 @@ def test_matrix_has_quant_and_sqnr_columns():
     assert df.loc[0, "quant"] == "int8_per_channel" and df.loc[0, "sqnr_db"] > 0
 
 
+@pytest.fixture(scope="module")
+def cell_worker(tmp_path_factory):
+    """A kept worker process for one cell at a time, as the harness runs cells (an abort in
+    ExecuTorch, e.g. a portable kernel's, kills that call only and is the cell's CRASH)."""
+    from harness.run import workers
+
+    logs = str(tmp_path_factory.mktemp("cell-worker-logs"))
+    with workers.one_worker(timeout=600, log_dir=logs) as call:
+        yield call, logs  # the logs: what a dead worker printed (workers.crash_output)
+
+
 @settings(max_examples=lowering_examples())
 @given(quant_cases())
-def test_generated_quant_cases_on_xnnpack_are_judged_in_output_steps(case):
+# int8 per channel with the weight an input: the portable quantize_per_channel kernel aborts
+# the process (known issue portable-quantize-per-channel-float-scale); a clean clone's CI run of
+# 2026-12-07 drew an aborting case while the cell ran in the test's own process, and lost its
+# xdist worker with it
+@example(ConvCase(dim=2, in_channels=4, out_channels=4, kernel_size=3, input_shape=(1, 4, 6, 6),
+                  quant="int8_per_channel", weights="input"))
+def test_generated_quant_cases_on_xnnpack_are_judged_in_output_steps(cell_worker, case):
     """Whatever XNNPACK does with an int8 case (its bugs are corpus entries), the row is
     consistent with the int8 policy: PASS iff within one output step of the quantized eager
     model, a MISMATCH says by how many steps, a failure says why, and a quantized cell never
-    ran in float (its q/dq ops are inside the delegate, or it is not PASS)."""
-    row = run_cell(case, "xnnpack", [])
+    ran in float (its q/dq ops are inside the delegate, or it is not PASS). A native abort is
+    the cell's CRASH, saying what killed the worker; the test session goes on."""
+    from harness.lane import Lane
+    from harness.run import runner
+
+    call, _ = cell_worker
+    task = runner.CellTask(case, Lane("xnnpack"))
+    row, death = call(runner.execute_work, task)
+    if row is None:
+        assert death and ("signal" in death or "exit" in death), death
+        return
     assert row.status in {s.value for s in Status} - {"NO_RUNTIME", "CONTRACT_VIOLATION", "CRASH"}
     if row.status != "PASS":
         assert row.message, row
