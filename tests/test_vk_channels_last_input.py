@@ -13,9 +13,8 @@ import copy
 import pytest
 import torch
 
-from harness.stages.fixes.vk_channels_last_input import (ADDED,
-                                                         ChannelsLastInputToContiguousPass,
-                                                         graph_fake_mode)
+from harness.stages.fixes.vk_channels_last_input import ADDED, ChannelsLastInputToContiguousPass
+from harness.stages.fixes.vk_util import graph_fake_mode
 
 
 def edge_program(module, x, dynamic_shapes=None):

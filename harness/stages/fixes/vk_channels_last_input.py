@@ -41,18 +41,11 @@ import torch
 
 from harness.stages.fixes import register
 from harness.stages.fixes.base import Fix
-from harness.stages.fixes.vk_util import (KEPT_META, ProgramPass, edge_ops, finish,
-                                          program_pass_problem)
+from harness.stages.fixes.vk_util import (KEPT_META, ProgramPass, dim_order, edge_ops, finish,
+                                          graph_fake_mode, is_contiguous_order,
+                                          program_pass_problem, recompute)
 
 ADDED = "convconf_vk_channels_last_input"  # meta key of the copies this pass adds
-
-
-def dim_order(v) -> tuple | None:
-    return tuple(v.dim_order()) if isinstance(v, torch.Tensor) else None
-
-
-def is_contiguous_order(order) -> bool:
-    return order == tuple(range(len(order)))
 
 
 def _to_contiguous_copy(node) -> bool:
@@ -72,48 +65,13 @@ def channels_last_inputs(ep) -> list:
             and not all(map(_to_contiguous_copy, n.users))]
 
 
-def graph_fake_mode(graph):
-    """The ``FakeTensorMode`` of the graph's own fake values (its placeholders' first): every
-    value this pass computes is made under it, with the program's ShapeEnv, so that a dynamic
-    program's SymInts carry through and a later pass that checks the modes agree
-    (``FuseBatchNormPass``, any retrace) sees one mode."""
-    from torch._subclasses.fake_tensor import FakeTensor
-
-    for node in sorted(graph.nodes, key=lambda n: n.op != "placeholder"):
-        for v in torch.utils._pytree.tree_leaves(node.meta.get("val")):
-            if isinstance(v, FakeTensor):
-                return v.fake_mode
-    return None
-
-
-def _fake(node, mode=None):
-    """``node`` run on its arguments' existing fake values under the graph's fake ``mode``
-    (``graph_fake_mode`` of the node's graph when not given): a real recomputation, not a shape
-    rule, and never on fresh tensors, so the SymInts of a dynamic program's sizes pass through. A real tensor among the values (there should be
-    none) is brought into the mode first, so that no value of another mode (or none) is made."""
-    from torch._subclasses.fake_tensor import FakeTensor
-
-    mode = mode if mode is not None else graph_fake_mode(node.graph)
-
-    def value(a):
-        v = a.meta["val"] if isinstance(a, torch.fx.Node) else a
-        if mode is not None and isinstance(v, torch.Tensor) and not isinstance(v, FakeTensor):
-            v = mode.from_tensor(v, static_shapes=True)
-        return v
-
-    args = torch.fx.node.map_aggregate(node.args, value)
-    kwargs = torch.fx.node.map_aggregate(node.kwargs, value)
-    with mode if mode is not None else contextlib.nullcontext():
-        return node.target(*args, **kwargs)
-
-
 def _copy(graph, x, order, like, mode):
     """``_to_dim_order_copy(x, dim_order=order)`` at the insertion point, marked as ours."""
     node = graph.call_function(edge_ops().dim_order_ops._to_dim_order_copy.default, (x,),
                                {"dim_order": list(order)})
     node.meta.update({k: like.meta[k] for k in KEPT_META if k in like.meta})
     node.meta[ADDED] = True
-    node.meta["val"] = _fake(node, mode)
+    node.meta["val"] = recompute(node, mode)
     return node
 
 
@@ -138,7 +96,7 @@ class ChannelsLastInputToContiguousPass(ProgramPass or object):
         for node in graph.nodes:
             if node.op == "call_function" and not node.meta.get(ADDED) and \
                     any(a in changed for a in node.all_input_nodes):
-                node.meta["val"] = _fake(node, mode)
+                node.meta["val"] = recompute(node, mode)
                 changed.add(node)
         # the program's outputs keep their dim orders: a copy back where one changed
         outs = []

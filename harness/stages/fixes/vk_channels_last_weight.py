@@ -41,27 +41,8 @@ import torch
 
 from harness.stages.fixes import register
 from harness.stages.fixes.base import Fix, is_call
-from harness.stages.fixes.vk_util import (WEIGHT, ProgramPass, finish, program_pass_problem)
-
-
-def dim_order(v) -> tuple | None:
-    return tuple(v.dim_order()) if isinstance(v, torch.Tensor) else None
-
-
-def is_contiguous_order(order) -> bool:
-    return order == tuple(range(len(order)))
-
-
-def _recompute(node, mode):
-    """``node`` run on its arguments' fake values under the program's fake ``mode`` (a real
-    recomputation, not a shape rule; a dynamic program's SymInts pass through as they are)."""
-    def value(a):
-        return a.meta["val"] if isinstance(a, torch.fx.Node) else a
-
-    args = torch.fx.node.map_aggregate(node.args, value)
-    kwargs = torch.fx.node.map_aggregate(node.kwargs, value)
-    with mode:
-        return node.target(*args, **kwargs)
+from harness.stages.fixes.vk_util import (WEIGHT, ProgramPass, dim_order, finish,
+                                          is_contiguous_order, program_pass_problem, recompute)
 
 
 def constant_name(ep, node) -> tuple[str, str] | None:
@@ -122,7 +103,7 @@ class ChannelsLastWeightToContiguousPass(ProgramPass or object):
         changed = set(weights)
         for node in ep.graph_module.graph.nodes:
             if node.op == "call_function" and any(a in changed for a in node.all_input_nodes):
-                node.meta["val"] = _recompute(node, mode)
+                node.meta["val"] = recompute(node, mode)
                 changed.add(node)
         return finish(ep, True)
 

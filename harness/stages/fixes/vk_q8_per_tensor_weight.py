@@ -52,8 +52,9 @@ import torch
 from harness.stages.fixes import register
 from harness.stages.fixes.base import Fix, is_call
 from harness.stages.fixes.vk_util import (INPUT, WEIGHT, add_constant, constant_tensor, conv2d,
-                                          edge_ops, finish, new_node, program_pass_problem,
-                                          ProgramPass, q8ta_fuses, unique_name)
+                                          edge_ops, finish, is_contiguous, new_node,
+                                          program_pass_problem, ProgramPass, q8ta_fuses,
+                                          unique_name)
 
 
 def _weight_reader(node) -> bool:
@@ -72,7 +73,7 @@ def _inputs_contiguous(ep) -> bool:
     user_inputs = set(ep.graph_signature.user_inputs)
     for node in ep.graph_module.graph.nodes:
         v = node.meta.get("val") if node.op == "placeholder" and node.name in user_inputs else None
-        if isinstance(v, torch.Tensor) and tuple(v.dim_order()) != tuple(range(v.dim())):
+        if not is_contiguous(v):
             return False
     return True
 

@@ -180,3 +180,58 @@ def q8ta_fuses(p: dict) -> bool:
         return False
     depthwise = int(w.shape[1]) == 1 and groups == out_channels
     return not (depthwise and out_channels % 4 != 0)
+
+
+# --- dim orders and fake values (the layout fixes, issue 39) ----------------------------------
+def dim_order(v) -> tuple | None:
+    """A tensor value's dim order (its fake value's), None for anything else."""
+    return tuple(v.dim_order()) if isinstance(v, torch.Tensor) else None
+
+
+def is_contiguous_order(order) -> bool:
+    return order == tuple(range(len(order)))
+
+
+def is_contiguous(v) -> bool:
+    """Whether a value is in the contiguous dim order the Vulkan delegate assumes (a non-tensor
+    has none to break)."""
+    order = dim_order(v)
+    return order is None or is_contiguous_order(order)
+
+
+def graph_fake_mode(graph):
+    """The ``FakeTensorMode`` of the graph's own fake values (its placeholders' first): a value a
+    pass computes is made under it, with the program's ShapeEnv, so that a dynamic program's
+    SymInts carry through and a later pass that checks the modes agree (``FuseBatchNormPass``,
+    any retrace) sees one mode."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    for node in sorted(graph.nodes, key=lambda n: n.op != "placeholder"):
+        for v in torch.utils._pytree.tree_leaves(node.meta.get("val")):
+            if isinstance(v, FakeTensor):
+                return v.fake_mode
+    return None
+
+
+def recompute(node, mode=None):
+    """``node`` run on its arguments' existing fake values under the graph's fake ``mode``
+    (``graph_fake_mode`` of the node's graph when not given): a real recomputation, not a shape
+    rule, and never on fresh tensors, so the SymInts of a dynamic program's sizes pass through.
+    A real tensor among the values (there should be none) is brought into the mode first, so
+    that no value of another mode (or none) is made."""
+    import contextlib
+
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    mode = mode if mode is not None else graph_fake_mode(node.graph)
+
+    def value(a):
+        v = a.meta["val"] if isinstance(a, torch.fx.Node) else a
+        if mode is not None and isinstance(v, torch.Tensor) and not isinstance(v, FakeTensor):
+            v = mode.from_tensor(v, static_shapes=True)
+        return v
+
+    args = torch.fx.node.map_aggregate(node.args, value)
+    kwargs = torch.fx.node.map_aggregate(node.kwargs, value)
+    with mode if mode is not None else contextlib.nullcontext():
+        return node.target(*args, **kwargs)

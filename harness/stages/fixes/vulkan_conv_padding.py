@@ -15,11 +15,11 @@ make the conv's tensors contiguous, the conv is broadcast as any other.
 
 from __future__ import annotations
 
-import torch
 from torch.fx.passes.infra.pass_base import PassBase, PassResult
 
 from harness.stages.fixes import register
 from harness.stages.fixes.base import Fix, is_call
+from harness.stages.fixes.vk_util import is_contiguous
 
 # aten.convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
 INT_LIST_ARGS = (3, 4, 5, 7)
@@ -31,7 +31,7 @@ class BroadcastConvIntListsPass(PassBase):
         for node in graph_module.graph.nodes:
             if not is_call(node, "aten.convolution"):
                 continue
-            if not all(_contiguous(v) for v in (node.args[0].meta.get("val"),
+            if not all(is_contiguous(v) for v in (node.args[0].meta.get("val"),
                                                  node.meta.get("val"))):
                 continue  # the NCHW-only delegate would read it wrong (docstring)
             rank = node.args[0].meta["val"].dim() - 2
@@ -45,11 +45,6 @@ class BroadcastConvIntListsPass(PassBase):
         if modified:
             graph_module.recompile()
         return PassResult(graph_module, modified)
-
-
-def _contiguous(val) -> bool:
-    """Whether a fake value is in the contiguous dim order (what the Vulkan delegate assumes)."""
-    return not isinstance(val, torch.Tensor) or tuple(val.dim_order()) == tuple(range(val.dim()))
 
 
 @register
