@@ -241,7 +241,7 @@ def test_the_nightly_tests_job_runs_every_test_once_in_groups_of_pytest_split():
     job = _workflow("nightly.yml")["jobs"]["tests"]
     assert job["strategy"]["matrix"]["group"] == "${{ fromJSON(needs.setup.outputs.group_list) }}"
     run = "\n".join(s.get("run", "") for s in job["steps"])
-    assert 'nox -s nightly_tests -- "nightly-junit-$GROUP.xml" --splits "$GROUPS" --group ' \
+    assert 'nox -s nightly_tests -- "nightly-junit-$GROUP.xml" --splits "$TEST_GROUPS" --group ' \
            '"$GROUP"' in run
     durations = json.loads((ROOT / ".test_durations").read_text())
     assert durations and all(v >= 0 for v in durations.values())
