@@ -16,6 +16,7 @@ from pathlib import Path
 
 from harness.run import journal
 from harness.results import matrix
+from harness.results.findings import per_minute
 from harness.run import runner
 from harness.record import CellResult
 from harness.header import RunHeader
@@ -134,8 +135,7 @@ def shrunk_of_shards(per_shard: list[dict]) -> tuple[dict, list[int]]:
             seconds = round((kept.get("seconds") or 0) + (entry.get("seconds") or 0), 1)
             if _size(entry) < _size(kept):
                 out[fid], source[fid] = dict(entry), k
-            out[fid].update(tries=tries, seconds=seconds,
-                            tries_per_min=round(60 * tries / seconds, 1) if seconds else 0.0)
+            out[fid].update(tries=tries, seconds=seconds, tries_per_min=per_minute(tries, seconds))
     return out, [source[fid] for fid in out]
 
 

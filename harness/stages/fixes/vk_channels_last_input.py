@@ -42,8 +42,9 @@ import torch
 from harness.stages.fixes import register
 from harness.stages.fixes.base import Fix
 from harness.stages.fixes.vk_util import (KEPT_META, ProgramPass, dim_order, edge_ops, finish,
-                                          graph_fake_mode, is_contiguous_order,
-                                          program_pass_problem, recompute)
+                                          graph_fake_mode, is_contiguous, is_contiguous_order,
+                                          program_pass_problem, recompute,
+                                          recompute_downstream)
 
 ADDED = "convconf_vk_channels_last_input"  # meta key of the copies this pass adds
 
@@ -60,8 +61,7 @@ def channels_last_inputs(ep) -> list:
     is left as it is: a channels-last module's weight is another bug."""
     user_inputs = set(ep.graph_signature.user_inputs)
     return [n for n in ep.graph_module.graph.nodes if n.op == "placeholder"
-            and n.name in user_inputs and dim_order(n.meta.get("val")) is not None
-            and not is_contiguous_order(dim_order(n.meta["val"]))
+            and n.name in user_inputs and not is_contiguous(n.meta.get("val"))
             and not all(map(_to_contiguous_copy, n.users))]
 
 
@@ -91,13 +91,7 @@ class ChannelsLastInputToContiguousPass(ProgramPass or object):
                 copy = _copy(graph, x, range(x.meta["val"].dim()), x, mode)
             x.replace_all_uses_with(copy, delete_user_cb=lambda u, c=copy: u is not c)
             changed.add(copy)
-        # the nodes downstream of a copy again, in graph order: the fake values now say what
-        # runs (a node that reads no copy, e.g. a padding's index arange, keeps its value)
-        for node in graph.nodes:
-            if node.op == "call_function" and not node.meta.get(ADDED) and \
-                    any(a in changed for a in node.all_input_nodes):
-                node.meta["val"] = recompute(node, mode)
-                changed.add(node)
+        recompute_downstream(graph, changed, mode, skip=lambda n: n.meta.get(ADDED))
         # the program's outputs keep their dim orders: a copy back where one changed
         outs = []
         for out in output.args[0]:

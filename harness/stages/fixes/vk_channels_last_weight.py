@@ -41,8 +41,8 @@ import torch
 
 from harness.stages.fixes import register
 from harness.stages.fixes.base import Fix, is_call
-from harness.stages.fixes.vk_util import (WEIGHT, ProgramPass, dim_order, finish,
-                                          is_contiguous_order, program_pass_problem, recompute)
+from harness.stages.fixes.vk_util import (WEIGHT, ProgramPass, finish, is_contiguous,
+                                          program_pass_problem, recompute_downstream)
 
 
 def constant_name(ep, node) -> tuple[str, str] | None:
@@ -69,9 +69,7 @@ def channels_last_weights(ep) -> list:
         w = node.args[WEIGHT]
         if not isinstance(w, torch.fx.Node) or w.op != "placeholder" or w in found:
             continue
-        order = dim_order(w.meta.get("val"))
-        if order is not None and not is_contiguous_order(order) and \
-                constant_name(ep, w) is not None:
+        if not is_contiguous(w.meta.get("val")) and constant_name(ep, w) is not None:
             found.append(w)
     return found
 
@@ -98,13 +96,7 @@ class ChannelsLastWeightToContiguousPass(ProgramPass or object):
         mode = weights[0].meta["val"].fake_mode  # the program's (its ShapeEnv included)
         for w in weights:
             _contiguous_constant(ep, w)
-        # every node downstream of them again, in graph order: the fake values (and dim
-        # orders) now say what runs
-        changed = set(weights)
-        for node in ep.graph_module.graph.nodes:
-            if node.op == "call_function" and any(a in changed for a in node.all_input_nodes):
-                node.meta["val"] = recompute(node, mode)
-                changed.add(node)
+        recompute_downstream(ep.graph_module.graph, set(weights), mode)
         return finish(ep, True)
 
 

@@ -235,3 +235,15 @@ def recompute(node, mode=None):
     kwargs = torch.fx.node.map_aggregate(node.kwargs, value)
     with mode if mode is not None else contextlib.nullcontext():
         return node.target(*args, **kwargs)
+
+
+def recompute_downstream(graph, changed: set, mode, skip=lambda node: False) -> None:
+    """Every call in the graph that reads a node of ``changed`` gets its fake value again, in
+    graph order (so the values, and their dim orders, say what runs); a node that reads none
+    keeps its own (e.g. a padding's index arange). ``skip``: nodes whose value is already
+    right (a pass's own inserted nodes)."""
+    for node in graph.nodes:
+        if node.op == "call_function" and not skip(node) and \
+                any(a in changed for a in node.all_input_nodes):
+            node.meta["val"] = recompute(node, mode)
+            changed.add(node)
