@@ -57,6 +57,8 @@ ARGS = ("Exception raised from execute at executorch/backends/vulkan/runtime/Vul
         "num_inputs + num_outputs) is false! Vulkan graph declares 1 inputs and 1 outputs, but the delegate call supplied 3 arguments")
 BN3D = ("Exception raised from add_native_batch_norm_node at executorch/backends/vulkan/runtime/graph/ops/impl/"
         "BatchNorm.cpp:65: (in_sizes.size() == 4) is false! BatchNorm only support 4d tensor")
+TCONV_DILATION = ("Exception raised from check_conv2d_params at executorch/backends/vulkan/runtime/graph/ops/impl/"
+                  "Convolution.cpp:279: aten.convolution.default: transposed = true, dilation > 1 is not supported yet!")
 DIM_ORDER_MAP = "AssertionError: Failed to map a given dim_order: [0, 2, 1, 3] to a torch.memory_format"
 CL_TAGGED = ("Exception: An error occurred when running the 'ChannelsLastTaggedReshapePass' pass after the following "
              "passes: [] <- AssertionError: Expected p_weight to be NCHW in channels last reshape pass")
@@ -130,6 +132,9 @@ REPRESENTATIVE = {
     "vulkan-grouped-transposed-conv": (
         "vulkan", case(transposed=True, in_channels=8, out_channels=8, groups=2,
                        input_shape=(1, 8, 6, 6)), "MISMATCH", MISMATCH),
+    "vulkan-transposed-conv-dilation": (
+        "vulkan", case(transposed=True, out_channels=8, stride=2, padding=1, dilation=2,
+                       input_shape=(1, 4, 6, 6)), "RUNTIME_ERROR", TCONV_DILATION),
     "vulkan-q8-depthwise-oc-not-x4": (
         "vulkan", case(in_channels=6, out_channels=6, groups=6, input_shape=(1, 6, 8, 8),
                        quant="int8_per_channel"), "LOWER_ERROR",
@@ -225,6 +230,9 @@ CONTROL = {
     "vulkan-grouped-transposed-conv": (
         "vulkan", case(transposed=True, in_channels=8, out_channels=8, input_shape=(1, 8, 6, 6)),
         "MISMATCH", MISMATCH),
+    "vulkan-transposed-conv-dilation": (  # the same conv, forward: its dilation is fine
+        "vulkan", case(out_channels=8, stride=2, padding=1, dilation=2), "RUNTIME_ERROR",
+        TCONV_DILATION),
     "vulkan-q8-depthwise-oc-not-x4": (
         "vulkan", case(in_channels=6, out_channels=6, groups=6, input_shape=(1, 6, 8, 8)),
         "LOWER_ERROR", "AssertionError: depthwise conv requires that OC is divisible by 4"),

@@ -111,3 +111,78 @@ def test_dynamic_batch_keeps_a_symbolic_batch_in_the_copies():
     assert tuple(copies[1].meta["val"].dim_order()) == (0, 2, 3, 1)
     # nothing guarded or specialized in the program's ShapeEnv (it is shared by its deep copies)
     assert len(shape_env.guards) == guards and dict(shape_env.replacements) == replacements
+
+
+def channels_last_module():
+    """The nightly's made-worse cell, static: a channels-last module whose transposed conv the
+    Vulkan partitioner leaves to the portable kernel, fed a channels-last input."""
+    torch.manual_seed(0)
+    module = torch.nn.ConvTranspose2d(16, 8, (1, 3), stride=2, dilation=3, output_padding=2,
+                                      groups=4)
+    return module.to(memory_format=torch.channels_last), channels_last(2, 16, 3, 6)
+
+
+def reads_two_dim_orders(ep) -> list[str]:
+    """Calls that read a contiguous and a non-contiguous tensor (a bias has one dim: no order)."""
+    return [n.name for n in ep.graph_module.graph.nodes if n.op == "call_function"
+            and len({tuple(a.meta["val"].dim_order()) == tuple(range(a.meta["val"].dim()))
+                     for a in n.all_input_nodes if isinstance(a.meta.get("val"), torch.Tensor)
+                     and a.meta["val"].dim() > 1}) > 1]
+
+
+def test_a_channels_last_module_alone_is_left_to_the_weight_fix():
+    """Alone, the input fix would hand the transposed conv a contiguous input beside its
+    channels-last weight ("2 input tensors have different dim orders": NOT_DELEGATED ->
+    RUNTIME_ERROR, issue 39): it leaves such a program alone. After the weight fix, which a lane
+    with both runs first, it rewrites it and no node reads two dim orders."""
+    from harness.stages import fixes
+    from harness.stages.fixes.vk_channels_last_input import mixed_dim_orders
+    from harness.stages.fixes.vk_channels_last_weight import ChannelsLastWeightToContiguousPass
+
+    module, x = channels_last_module()
+    ep = edge_program(module, x)
+    assert not reads_two_dim_orders(ep)
+    result = ChannelsLastInputToContiguousPass()(ep)
+    assert not result.modified
+    assert not any(n.meta.get(ADDED) for n in ep.graph_module.graph.nodes)
+
+    assert ChannelsLastWeightToContiguousPass()(ep).modified
+    ep = fixed(ep)
+    assert not reads_two_dim_orders(ep)
+    assert any(n.meta.get(ADDED) for n in ep.graph_module.graph.nodes)
+    from harness.stages.fixes.vk_channels_last_input import channels_last_inputs
+    assert mixed_dim_orders(ep, channels_last_inputs(ep)) is None
+
+    lane = fixes.ordered(["vulkan-conv-padding", "vk-channels-last-input",
+                          "vk-channels-last-weight"])
+    assert lane == ["vk-channels-last-weight", "vk-channels-last-input", "vulkan-conv-padding"]
+
+
+def test_every_fix_runs_after_the_fixes_it_names():
+    from harness.stages import fixes
+
+    names = fixes.names()
+    order = fixes.ordered(names)
+    assert sorted(order) == sorted(names)
+    for name in names:
+        for before in fixes.get(name).runs_after:
+            assert before in names, f"{name}.runs_after names no fix: {before}"
+            assert order.index(before) < order.index(name)
+
+
+def test_a_5d_channels_last_input_is_left_alone():
+    """exir maps no 5-D non-contiguous dim order to a memory format, so a copy back to a
+    channels_last_3d output would fail lowering ("Failed to map a given dim_order"): with the
+    weight fix run first on a channels_last_3d module (the nightly's two LOWER_ERRORs), the
+    input fix leaves the program as it is."""
+    from harness.stages.fixes.vk_channels_last_weight import ChannelsLastWeightToContiguousPass
+
+    torch.manual_seed(0)
+    module = torch.nn.ConvTranspose3d(2, 4, (1, 1, 2), stride=3, padding=1, dilation=2, groups=2)
+    module = module.to(memory_format=torch.channels_last_3d)
+    x = (torch.randn(1, 2, 3, 2, 2).to(memory_format=torch.channels_last_3d),)
+    ep = edge_program(module, x)
+    ChannelsLastWeightToContiguousPass()(ep)
+    result = ChannelsLastInputToContiguousPass()(ep)
+    assert not result.modified
+    assert not any(n.meta.get(ADDED) for n in ep.graph_module.graph.nodes)

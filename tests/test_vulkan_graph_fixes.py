@@ -525,19 +525,23 @@ def test_channels_last_weight_is_a_no_op_for_a_contiguous_module():
 
 
 def test_channels_last_weight_and_input_together_leave_every_boundary_contiguous_inside():
-    """Both fixes on a channels-last module fed a channels-last input (either order): the conv
-    sees a contiguous input and weight and writes a contiguous output; same numbers."""
-    for order in (("vk-channels-last-input", "vk-channels-last-weight"),
-                  ("vk-channels-last-weight", "vk-channels-last-input")):
-        module, x = int_module(conv(4, 8, 3, padding=1), (1, 4, 8, 8))
-        module, x = module.to(memory_format=CHANNELS_LAST), x.to(memory_format=CHANNELS_LAST)
-        ep = edge_program(module, x)
-        for name in order:
-            assert run_pass(name, ep) is True, name
-        c, w = weight_placeholder(ep)
-        assert all(v.is_contiguous() for v in (c.args[0].meta["val"], w.meta["val"], c.meta["val"]))
-        with torch.no_grad():
-            assert torch.equal(ep.module()(x), module(x))
+    """Both fixes on a channels-last module fed a channels-last input, in the order a lane runs
+    them (the weight fix first, ``runs_after``): the conv sees a contiguous input and weight and
+    writes a contiguous output; same numbers. The input fix first would leave the conv reading
+    a contiguous input beside a channels-last weight: it declines that (no-op)."""
+    order = fixes.ordered(["vk-channels-last-input", "vk-channels-last-weight"])
+    assert order == ["vk-channels-last-weight", "vk-channels-last-input"]
+    module, x = int_module(conv(4, 8, 3, padding=1), (1, 4, 8, 8))
+    module, x = module.to(memory_format=CHANNELS_LAST), x.to(memory_format=CHANNELS_LAST)
+    ep = edge_program(module, x)
+    before = snapshot(ep)
+    assert run_pass("vk-channels-last-input", ep) is False and snapshot(ep) == before
+    for name in order:
+        assert run_pass(name, ep) is True, name
+    c, w = weight_placeholder(ep)
+    assert all(v.is_contiguous() for v in (c.args[0].meta["val"], w.meta["val"], c.meta["val"]))
+    with torch.no_grad():
+        assert torch.equal(ep.module()(x), module(x))
 
 
 # ----------------------------------- dynamic programs stay dynamic under every fix (issue 39)
@@ -612,3 +616,45 @@ def test_the_int_list_broadcast_leaves_a_channels_last_conv_alone_unless_made_co
         < fixes.all_for("vulkan").index("vulkan-conv-padding")
     assert run_pass("vk-channels-last-input", cl)
     assert broadcast(cl) and _padding_arg(cl) == [0, 0]
+
+
+# ---------------------------------------------------------------- vk-tconv-dilation
+
+def delegated_convs(module, x, fix=None):
+    """Whether the Vulkan partitioner takes ``module``'s one conv (1) or not (0), lowering only,
+    with ``fix``'s patch active or not."""
+    import contextlib
+
+    from executorch.backends.vulkan.partitioner.vulkan_partitioner import VulkanPartitioner
+    from executorch.exir import to_edge_transform_and_lower
+
+    ep = torch.export.export(module.eval(), (x,))
+    with fix.patch() if fix else contextlib.nullcontext():
+        edge = to_edge_transform_and_lower(ep, partitioner=[VulkanPartitioner()])
+    return 1 - len(convs(edge.exported_program()))
+
+
+@pytest.mark.parametrize("module, shape, declined", [
+    pytest.param(torch.nn.ConvTranspose2d(4, 8, 3, stride=2, padding=1, dilation=2),
+                 (1, 4, 6, 6), True, id="transposed-dilation-2"),
+    pytest.param(torch.nn.ConvTranspose2d(4, 4, (3, 2), dilation=(1, 3)), (1, 4, 5, 7), True,
+                 id="transposed-dilation-1x3"),
+    pytest.param(torch.nn.ConvTranspose2d(4, 8, 3, stride=2, padding=1), (1, 4, 6, 6), False,
+                 id="transposed-undilated"),
+    pytest.param(torch.nn.Conv2d(4, 8, 3, padding=2, dilation=2), (1, 4, 8, 8), False,
+                 id="forward-dilated"),
+])
+def test_tconv_dilation_declines_only_dilated_transposed_convs(module, shape, declined):
+    """The partitioner takes every one of these stock; with the fix's patch it leaves exactly the
+    dilated transposed ones outside (what Convolution.cpp check_conv2d_params refuses), and the
+    partitioner is itself again afterwards."""
+    from executorch.backends.vulkan.partitioner import vulkan_partitioner as vp
+
+    fix = fixes.get("vk-tconv-dilation")
+    assert fix.backends == ("vulkan",) and fix.kind == "graph"
+    assert "cases/vulkan_graph_fixes.json" in fix.verified
+    original = vp.VulkanSupportedOperators._is_node_supported
+    x = torch.randn(*shape)
+    assert delegated_convs(module, x) == 1
+    assert delegated_convs(module, x, fix) == (0 if declined else 1)
+    assert vp.VulkanSupportedOperators._is_node_supported is original

@@ -22,7 +22,7 @@ from harness.spec import ConvCase
 from harness.generation.strata import STRATA, stratum
 from harness.generation.strategies import mixed_cases
 
-PROFILES = {"ci": 16, "nightly": 300}  # default --max-examples per profile
+PROFILES = {"ci": 17, "nightly": 300}  # default --max-examples per profile
 CHUNK = 16  # cases per Hypothesis example (a few hundred choices, far below its buffer limit)
 
 

@@ -1,4 +1,4 @@
-"""The strata a generated run starts with: a fair first look in the quick default's 16 cases.
+"""The strata a generated run starts with: a fair first look in the quick default's 17 cases.
 
 Each row is one case drawn by Hypothesis (reproducible by ``--seed``) inside a region of the
 space chosen so that, together, the rows cover
@@ -11,7 +11,7 @@ space chosen so that, together, the rows cover
   int8), int8 batch > 1, int8 per-tensor on Vulkan, depthwise stride != dilation, replicate
   padding, XNNPACK int8 conv1d "same" with an even kernel, XNNPACK transposed conv with dilation
   and output_padding >= stride, Vulkan pointwise conv1d with groups, grouped transposed conv2d,
-  int8 depthwise, length-1 stride lists on XNNPACK, per-channel dequantize out variants, a
+  dilated transposed conv2d on Vulkan, int8 depthwise, length-1 stride lists on XNNPACK, per-channel dequantize out variants, a
   Conv3d left to the portable kernel).
 
 A row pins only what its family needs and what would hide it (a bf16 case Vulkan leaves
@@ -35,7 +35,7 @@ PLAIN, DEPTHWISE, GROUPED, GROUPED_UNALIGNED = "plain", "depthwise", "grouped", 
 # pattern fuses such a conv only then: with fewer it falls back before its own check)
 GROUPED_UNALIGNED_INPUT = "grouped-unaligned-input"
 # How stride and dilation relate.
-ANY, EQUAL, DIFFER = "any", "equal", "differ"
+ANY, EQUAL, DIFFER, DILATED = "any", "equal", "differ", "dilated"
 
 
 @dataclass(frozen=True)
@@ -107,6 +107,9 @@ STRATA = [
     # int8 per-tensor Conv2d with circular padding: XNNPACK's wrong values
     Stratum("int", 2, Q8T, ("xnnpack-int8-circular-channels-last-mismatch",), min_padding=1,
             padding_mode="circular"),
+    # a transposed conv2d with dilation > 1: the Vulkan partitioner takes it, the runtime refuses
+    Stratum("tuple", 2, None, ("vulkan-transposed-conv-dilation",), transposed=True,
+            kernels=(2, 3), stride_dilation=DILATED),
 ]
 
 # Families defined by an axis the strata do not draw (a channels-last or dynamic input, a runtime
@@ -212,6 +215,8 @@ def stride_and_dilation(draw, row: Stratum, dim: int):
     if row.stride_dilation == DIFFER:
         s, d = draw(st.sampled_from([(2, 1), (1, 2), (3, 1), (2, 3)]))
         return s, d
+    if row.stride_dilation == DILATED:  # dilation > 1 (an int: never a length-1 list)
+        return draw(st.integers(1, 2)), draw(st.integers(2, 3))
     # a transposed conv with dilation > 1 is refused by Vulkan's runtime: a row that wants
     # another family of it keeps dilation 1
     return draw(st.integers(1, 3)), 1 if row.transposed else draw(st.integers(1, 2))

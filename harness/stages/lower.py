@@ -162,7 +162,8 @@ def probe_identity(base, backend: Backend, fix_names) -> str | None:
         return None
     steps = importlib.import_module(to_edge_transform_and_lower.__module__)
     lift = getattr(steps, "lift_constant_tensor_pass", None)
-    passes = [p for n in fix_names for p in fix_registry.get(n).transform_passes()]
+    passes = [p for n in fix_registry.ordered(fix_names)
+              for p in fix_registry.get(n).transform_passes()]
     try:
         with backend.lowering_context(), cia_ops_once():
             edge = copy.deepcopy(base)
@@ -223,7 +224,7 @@ def lower(exported_program, backend: Backend, fix_names: list[str],
     from executorch.exir import to_edge_transform_and_lower
 
     register_runtime_ops()
-    chosen = [fix_registry.get(n) for n in fix_names]
+    chosen = [fix_registry.get(n) for n in fix_registry.ordered(fix_names)]
     passes = [p for f in chosen for p in f.transform_passes()]
     t0 = time.perf_counter()
     with contextlib.ExitStack() as stack:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import graphlib
+
 from harness.registry import Registry
 from harness.stages.fixes.base import Fix
 
@@ -35,10 +37,28 @@ def for_backend(fix_names: list[str], backend: str) -> list[str]:
     return [n for n in fix_names if backend in get(n).backends]
 
 
+def ordered(fix_names) -> list[str]:
+    """A lane's fixes in the order their passes run: by name, except that a fix waits for the
+    fixes of the lane that its ``runs_after`` names (graphlib; at each step the first name
+    that is ready, so one set has one order and a fix moves no later than it must)."""
+    chosen = sorted(set(fix_names))
+    graph = graphlib.TopologicalSorter(
+        {n: [d for d in get(n).runs_after if d in chosen] for n in chosen})
+    graph.prepare()
+    ready: set[str] = set()
+    order: list[str] = []
+    while graph.is_active():
+        ready.update(graph.get_ready())
+        order.append(first := min(ready))
+        ready.discard(first)
+        graph.done(first)
+    return order
+
+
 def all_for(backend: str) -> tuple[str, ...]:
     """What ``--fixes all`` gives ``backend``'s lane (its short name ``BACKEND+fixes``): every
     registered fix that applies to it and that the installed ExecuTorch can run."""
     return tuple(sorted(for_backend(parse("all"), backend)))
 
 
-__all__ = ["Fix", "all_for", "for_backend", "get", "names", "parse", "register", "unavailable"]
+__all__ = ["Fix", "all_for", "for_backend", "get", "names", "ordered", "parse", "register", "unavailable"]

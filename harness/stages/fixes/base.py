@@ -24,6 +24,9 @@ class Fix:
     # A runtime fix: the name of a source patch (harness/runtimes/patches/NAME.diff); cells whose
     # fix set names it execute on the plug-in built with it. None: a graph fix.
     runtime_patch: str | None = None
+    # Fixes whose passes must run before this one's when a lane has both (a lane's fix set is
+    # a sorted name tuple; ``harness.stages.fixes.ordered`` gives the order the passes run in).
+    runs_after: tuple[str, ...] = ()
 
     @property
     def kind(self) -> str:

@@ -23,7 +23,11 @@ differs from its output's): such a copy is not a no-op, and the Vulkan runtime h
 it. The portable ``_to_dim_order_copy`` kernel runs them, exactly (a copy). So a fixed cell is
 NOT_DELEGATED with the right values (the copies are outside), never PASS: a graph fix cannot move
 the layout change into the delegate. A channels-last module (a constant weight in channels-last)
-with a contiguous input is another bug and left alone.
+is another bug (vk-channels-last-weight): a program where the rewrite would leave a node reading
+a contiguous input beside a channels-last weight is left alone (``mixed_dim_orders``: a portable
+kernel refuses two dim orders, NOT_DELEGATED -> RUNTIME_ERROR on a channels-last module whose
+transposed conv stays outside, issue 39), and in a lane with the weight fix that fix runs first
+(``runs_after``), so the rewrite then goes ahead.
 
 What upstream would merge: either the runtime honouring the dim order (``execute`` permuting a
 channels-last input into NCHW staging and back for an output, as XNNPACK's ``XNNExecutor.cpp``
@@ -35,8 +39,6 @@ user input is contiguous.
 
 from __future__ import annotations
 
-import contextlib
-
 import torch
 
 from harness.stages.fixes import register
@@ -44,7 +46,7 @@ from harness.stages.fixes.base import Fix
 from harness.stages.fixes.vk_util import (KEPT_META, ProgramPass, dim_order, edge_ops, finish,
                                           graph_fake_mode, is_contiguous, is_contiguous_order,
                                           program_pass_problem, recompute,
-                                          recompute_downstream)
+                                          recompute_downstream, vulkan_partitioner_declines)
 
 ADDED = "convconf_vk_channels_last_input"  # meta key of the copies this pass adds
 
@@ -58,11 +60,33 @@ def _to_contiguous_copy(node) -> bool:
 def channels_last_inputs(ep) -> list:
     """The user-input placeholders whose dim order is not contiguous and that something other
     than a copy to contiguous reads (so the pass is idempotent). A lifted parameter or constant
-    is left as it is: a channels-last module's weight is another bug."""
+    is left as it is: a channels-last module's weight is another bug. 4-D only: exir maps no
+    other non-contiguous dim order to a memory format (dim_order_utils.get_memory_format, known
+    issue exir-dim-order-memory-format-map), so the copy back to a channels_last_3d output
+    fails to lower, and the 1.5.1 binding refuses a channels_last_3d input anyway
+    (pybindings-5d-channels-last-input)."""
     user_inputs = set(ep.graph_signature.user_inputs)
     return [n for n in ep.graph_module.graph.nodes if n.op == "placeholder"
             and n.name in user_inputs and not is_contiguous(n.meta.get("val"))
-            and not all(map(_to_contiguous_copy, n.users))]
+            and n.meta["val"].dim() == 4 and not all(map(_to_contiguous_copy, n.users))]
+
+
+def mixed_dim_orders(ep, inputs) -> torch.fx.Node | None:
+    """A node the rewrite would hand two dim orders: it reads a channels-last input (or
+    something computed from one) and also a non-contiguous tensor that no channels-last input
+    reaches (a channels-last module's weight, or its dequantize), or None. Once the input side
+    is contiguous that node reads a contiguous and a channels-last tensor, which a portable
+    kernel refuses ("2 input tensors have different dim orders", tensor_util_portable.cpp) where
+    the conv stays outside the delegate; run where vk-channels-last-weight has made the weights
+    contiguous (``runs_after``), the rewrite goes ahead."""
+    reached = set(inputs)
+    for node in ep.graph_module.graph.nodes:
+        if node.op == "call_function" and any(a in reached for a in node.all_input_nodes):
+            reached.add(node)
+            if any(a not in reached and not is_contiguous(a.meta.get("val"))
+                   for a in node.all_input_nodes):
+                return node
+    return None
 
 
 def _copy(graph, x, order, like, mode):
@@ -79,7 +103,7 @@ class ChannelsLastInputToContiguousPass(ProgramPass or object):
     def call(self, ep):
         graph = ep.graph_module.graph
         inputs = channels_last_inputs(ep)
-        if not inputs:
+        if not inputs or mixed_dim_orders(ep, inputs) is not None:
             return finish(ep, False)
         output = next(n for n in graph.nodes if n.op == "output")
         mode = graph_fake_mode(graph)
@@ -117,32 +141,17 @@ def _changes_dim_order(node) -> bool:
     return a is not None and b is not None and a != b
 
 
-@contextlib.contextmanager
 def decline_dim_order_changes():
-    """While one cell is lowered: the Vulkan partitioner declines a dim-order-changing copy
-    (restored on exit)."""
-    from executorch.backends.vulkan.partitioner import vulkan_partitioner as vp
-
-    cls = vp.VulkanSupportedOperators
-    original = cls._is_node_supported
-
-    def _is_node_supported(self, node):
-        if _changes_dim_order(node):
-            self.log_skip(node, "copy changes the dim order (the runtime ignores dim orders)")
-            return False
-        return original(self, node)
-
-    cls._is_node_supported = _is_node_supported
-    try:
-        yield
-    finally:
-        cls._is_node_supported = original
+    """While one cell is lowered: the Vulkan partitioner declines a dim-order-changing copy."""
+    return vulkan_partitioner_declines(
+        _changes_dim_order, "copy changes the dim order (the runtime ignores dim orders)")
 
 
 @register
 class VkChannelsLastInput(Fix):
     name = "vk-channels-last-input"
     backends = ("vulkan",)
+    runs_after = ("vk-channels-last-weight",)  # it makes the weights contiguous first
     summary = ("a user input in a channels-last dim order: copy it to contiguous outside the "
                "delegate (and an output back to its dim order), so the delegate sees NCHW only")
     bug = ("Vulkan reads a channels-last program input as NCHW and writes its output as NCHW "

@@ -9,6 +9,8 @@ new lifted input of the program (graph signature + state dict), not just a graph
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 
 from harness.stages.fixes.base import (check_same_shape, fake_val, is_call,  # noqa: F401
@@ -247,3 +249,27 @@ def recompute_downstream(graph, changed: set, mode, skip=lambda node: False) -> 
                 any(a in changed for a in node.all_input_nodes):
             node.meta["val"] = recompute(node, mode)
             changed.add(node)
+
+
+@contextlib.contextmanager
+def vulkan_partitioner_declines(declines, reason: str):
+    """While one cell is lowered: the Vulkan partitioner also declines every node for which
+    ``declines(node)`` holds, logging ``reason`` as its own skips do (restored on exit, so
+    nothing leaks into the next cell in the worker). Where upstream would add the rule:
+    ``op_registry.py``'s per-op checks."""
+    from executorch.backends.vulkan.partitioner import vulkan_partitioner as vp
+
+    cls = vp.VulkanSupportedOperators
+    original = cls._is_node_supported
+
+    def _is_node_supported(self, node):
+        if declines(node):
+            self.log_skip(node, reason)
+            return False
+        return original(self, node)
+
+    cls._is_node_supported = _is_node_supported
+    try:
+        yield
+    finally:
+        cls._is_node_supported = original

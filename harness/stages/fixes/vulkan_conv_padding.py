@@ -9,8 +9,8 @@ A conv whose input or output is not in the contiguous dim order is left alone: t
 delegate reads and writes every tensor as NCHW (known issues vulkan-channels-last-input-mismatch,
 vulkan-channels-last-module-output-mismatch), so past make_ivec2 such a conv would compute wrong
 values silently where stock fails loudly (`--fixes each`: RUNTIME_ERROR -> MISMATCH, issue 39).
-In a lane with vk-channels-last-input / vk-channels-last-weight, which sort before this fix and
-make the conv's tensors contiguous, the conv is broadcast as any other.
+In a lane with vk-channels-last-input / vk-channels-last-weight, which run before this fix
+(``runs_after``) and make the conv's tensors contiguous, the conv is broadcast as any other.
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ class BroadcastConvIntListsPass(PassBase):
 class VulkanConvPadding(Fix):
     name = "vulkan-conv-padding"
     backends = ("vulkan",)
+    runs_after = ("vk-channels-last-input", "vk-channels-last-weight")
     summary = "broadcast length-1 stride/padding/dilation/output_padding lists to the spatial rank"
     bug = ("Vulkan make_ivec2 (VecUtils.h) asserts on a length-1 conv2d int list, e.g. "
            "padding=\"valid\" (upstream #22774, PR #22778)")
