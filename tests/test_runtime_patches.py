@@ -1,11 +1,12 @@
 """Runtime source patches (harness/runtimes/patches/*.diff, fixes for Vulkan runtime bugs the
 harness found): each applies to the source trees it claims, exactly as ``git apply`` would; a
 malformed or non-applying patch stops a build with one line naming the patch, the tree and the
-first failing hunk; a patch set is its own cache entry; and (slow) a patched plug-in runs the
-seed bug's minimal case to PASS."""
+first failing hunk; a patch's "Needs:" brings the patches it needs into its set; a patch set is
+its own cache entry; and (slow) a patched plug-in runs the seed bug's minimal case to PASS."""
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -23,6 +24,8 @@ SHARED = Path(os.environ.get(ENV) or BESIDE_CHECKOUT)
 TARBALLS = sorted(SHARED.glob("executorch-src-*.tar.gz")) if SHARED.is_dir() else []
 PATCHES = patching.list_patches()
 INT_LISTS = "vk-conv-int-list-broadcast"
+IO_DIM_ORDER = "vk-io-dim-order"
+WITH_NEEDS = [INT_LISTS, IO_DIM_ORDER]  # what asking for INT_LISTS applies (its Needs:)
 
 
 def needs_sources():
@@ -57,7 +60,9 @@ def test_every_patch_says_what_it_fixes_and_where():
     assert {p.name for p in PATCHES} >= {INT_LISTS, "vk-conv2d-dw-edge-filter-index",
                                          "vk-conv2d-dw-sned-generic",
                                          "vk-conv2d-grouped-unaligned-channels",
-                                         "vk-conv2d-grouped-pointwise", "vk-q8ta-conv-batch-guard"}
+                                         "vk-conv2d-grouped-pointwise", "vk-q8ta-conv-batch-guard",
+                                         IO_DIM_ORDER}
+    known = {p.name: p for p in PATCHES}
     for p in PATCHES:
         first = p.header.splitlines()[0]
         assert first.startswith(f"{p.name}: ") and len(p.summary) > 20, first
@@ -65,6 +70,60 @@ def test_every_patch_says_what_it_fixes_and_where():
         assert p.trees, f"{p.name}: no 'Trees:' line naming the commits it applies to"
         for commit in p.variants:
             assert p.claims(commit), f"{p.name}: a variant for a tree it does not claim"
+        for needed in p.needs:  # a patch it needs exists and goes wherever it goes
+            assert needed in known, f"{p.name}: needs unknown patch {needed!r}"
+            assert set(p.trees) <= set(known[needed].trees), (p.name, needed)
+
+
+def test_the_int_list_broadcast_needs_the_io_dim_order_fix():
+    """Without vk-io-dim-order the broadcast turns a loud make_ivec2 failure into silent wrong
+    values on channels-last tensors: asking for it applies both, in name order, and the set is
+    the same cache entry however it was asked for."""
+    broadcast = next(p for p in PATCHES if p.name == INT_LISTS)
+    assert broadcast.needs == (IO_DIM_ORDER,)
+    assert "Needs: vk-io-dim-order" in broadcast.header
+    assert [p.name for p in patching.resolve([INT_LISTS])] == WITH_NEEDS
+    assert [p.name for p in patching.resolve([IO_DIM_ORDER, INT_LISTS, INT_LISTS])] == WITH_NEEDS
+    assert [p.name for p in patching.resolve([IO_DIM_ORDER])] == [IO_DIM_ORDER]
+    assert patching.resolve([]) == ()
+
+
+def _patch_dir(tmp_path, needs: dict) -> Path:
+    """A patch folder of one-hunk patches, NAME -> the names its Needs: line gives."""
+    folder = tmp_path / "patches"
+    folder.mkdir()
+    for name, wanted in needs.items():
+        line = f"Needs: {', '.join(wanted)} (why).\n\n" if wanted else ""
+        (folder / f"{name}.diff").write_text(
+            f"{name}: a test patch\n\nSymptom: x\n\nCause: y\n\n{line}Trees: main cff6f4dd32\n"
+            f"--- a/{name}.txt\n+++ b/{name}.txt\n@@ -1 +1 @@\n-a\n+b\n")
+    return folder
+
+
+def test_resolve_takes_needs_transitively_in_name_order(tmp_path):
+    folder = _patch_dir(tmp_path, {"c-top": ["b-mid"], "b-mid": ["a-base", "d-side."],
+                                   "a-base": [], "d-side": [], "e-alone": []})
+    found = {p.name: p.needs for p in patching.list_patches(folder)}
+    # "Needs: a-base, d-side. (why)": the sentence's full stop is not part of the name
+    assert found["b-mid"] == ("a-base", "d-side") and found["a-base"] == ()
+    assert [p.name for p in patching.resolve(["c-top"], folder)] == [
+        "a-base", "b-mid", "c-top", "d-side"]
+    assert [p.name for p in patching.resolve(["e-alone", "a-base"], folder)] == ["a-base", "e-alone"]
+
+
+@pytest.mark.parametrize("needs, asked, said", [
+    ({"a-x": ["b-y"], "b-y": ["a-x"]}, "a-x",
+     "patch 'b-y' needs 'a-x': a cycle of needs (a-x -> b-y -> a-x)"),
+    ({"a-x": ["a-x"]}, "a-x", "patch 'a-x' needs 'a-x': a cycle of needs (a-x -> a-x)"),
+    ({"a-x": ["b-y"], "b-y": ["no-such"]}, "a-x",
+     "patch 'b-y' needs unknown patch 'no-such' (available: a-x, b-y)"),
+    ({"a-x": []}, "no-such", "unknown patch 'no-such' (available: a-x)"),
+])
+def test_a_cycle_or_an_unknown_need_is_one_line(tmp_path, needs, asked, said):
+    folder = _patch_dir(tmp_path, needs)
+    with pytest.raises(RuntimeBuildError) as e:
+        patching.resolve([asked], folder)
+    assert str(e.value) == said
 
 
 @pytest.mark.parametrize("patch", PATCHES, ids=lambda p: p.name)
@@ -207,6 +266,29 @@ def test_cache_key_and_folder_differ_per_patch_set():
     for _, dest in keys[1:]:
         assert dest.startswith(stock + "-p") and len(dest) == len(stock) + 10
     assert key(names[1], names[0], names[1]) == keys[3]  # a set, in name order
+    assert key(INT_LISTS) == key(*WITH_NEEDS)  # what it needs is in the set: one entry
+
+
+def test_installed_finds_a_patched_plug_in_by_the_set_it_was_built_with(tmp_path):
+    """A plug-in built for INT_LISTS carries its needs too (the manifest lists what was
+    applied); asking for INT_LISTS finds it, asking for the other patch alone does not."""
+    wheel = installed_wheel()
+    folder = tmp_path / "runtimes" / "x-p1"
+    folder.mkdir(parents=True)
+    (folder / vulkan.LIBRARY).write_bytes(b"")
+    vulkan.Manifest(
+        runtime="vulkan", library=str(folder / vulkan.LIBRARY), runner="",
+        library_sha256="0" * 64, library_bytes=0, executorch_version=wheel.version,
+        executorch_git_version=wheel.git_version, source_commit="c", source_version_txt="v",
+        source_commit_date="", source_origin="o", source_exact=True, skew_note="",
+        glslc_version="", toolchain_packages=[], build_seconds=1.0, phase_seconds={}, jobs=2,
+        built_at="", inputs_key="k",
+        patches=[{"name": n, "file": f"{n}.diff", "sha256": "ab" * 32, "files": []}
+                 for n in WITH_NEEDS]).write(folder / "manifest.json")
+    assert vulkan.installed(str(tmp_path), patches=[INT_LISTS]).folder == folder
+    assert vulkan.installed(str(tmp_path), patches=WITH_NEEDS).folder == folder
+    assert vulkan.installed(str(tmp_path), patches=[IO_DIM_ORDER]) is None
+    assert vulkan.installed(str(tmp_path)) is None  # not the stock one
 
 
 def test_manifest_records_patches_and_the_run_header_names_them(tmp_path):
@@ -297,7 +379,7 @@ def test_patched_plugin_runs_the_make_ivec2_case_to_pass(vulkan_runtime, tmp_pat
         pytest.skip(f"no patched Vulkan runtime: {e}")
     print(f"patched build: {time.perf_counter() - t:.0f} s, {patched.extra.get('build_tree')}, "
           f"{patched.phase_seconds}")
-    assert patched.patch_names == [INT_LISTS] and patched.library != vulkan_runtime.library
+    assert patched.patch_names == WITH_NEEDS and patched.library != vulkan_runtime.library
     assert Path(patched.library).parent.name.startswith(
         Path(vulkan_runtime.library).parent.name + "-p")
     assert vulkan.installed().library == vulkan_runtime.library  # "auto" stays the stock one
@@ -318,7 +400,7 @@ def test_patched_plugin_runs_the_make_ivec2_case_to_pass(vulkan_runtime, tmp_pat
         statuses[name] = (row.status, str(row.message))
         header = json.loads((out / "run.json").read_text())["vulkan"]
         assert header["library"] == library
-        assert [p["name"] for p in header["patches"]] == ([INT_LISTS] if name == "patched" else [])
+        assert [p["name"] for p in header["patches"]] == (WITH_NEEDS if name == "patched" else [])
     # both executed on their own plug-in, each row honest; what the stock and patched plug-ins
     # make of the case on 1.5.1 is the corpus's (cases/vulkan_runtime_patches.json)
     for name, (status, message) in statuses.items():
@@ -345,7 +427,10 @@ def test_a_runtime_fix_whose_patch_does_not_apply_is_one_line_exit_2_nothing_wri
     out = tmp_path / "run"
     rc = cli.main(["run", "--out", str(out), "--backends", "vulkan", "--fixes", "bad-context",
                    "--max-examples", "0", "--no-cache", "--no-progress", "--no-report"])
-    err = capsys.readouterr().err
+    # torch's own import-time log lines (glog format, e.g. torchao's "W1207 ... _pytree.py:630]
+    # ... Enum subclass" deprecation) are not the harness's output
+    err = "".join(line for line in capsys.readouterr().err.splitlines(keepends=True)
+                  if not re.match(r"[IWEF]\d{4} \d\d:\d\d:\d\d", line))
     assert rc == 2 and err.count("\n") == 1, err
     assert err.startswith("convconf: error: patch bad-context (bad-context.diff) does not apply")
     assert not out.exists()

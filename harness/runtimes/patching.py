@@ -5,7 +5,9 @@ unified diffs in ``patches/`` and applied to the extracted ExecuTorch source bef
     One fix. Paths are relative to the ExecuTorch source root (``a/backends/vulkan/...``,
     ``git apply`` / ``patch -p1`` style). The lines before the first ``--- `` are its header:
     the first reads ``NAME: one-line summary``; a line starting ``Trees:`` names the source
-    trees (commits, at least 7 hex digits) it is meant to apply to.
+    trees (commits, at least 7 hex digits) it is meant to apply to; a paragraph starting
+    ``Needs:`` names the patches that must be applied with it (``Needs: a, b`` then why):
+    asking for it brings them in (``resolve``).
 ``patches/NAME@COMMIT12.diff``
     A variant of NAME for the source tree at that commit (its first 12 hex digits), used there
     instead of ``NAME.diff`` (e.g. a file the patch touches does not exist in an older tree).
@@ -30,6 +32,7 @@ SUFFIX = ".diff"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 _COMMIT = re.compile(r"\b(?=[0-9a-f]*\d)[0-9a-f]{7,40}\b")
+_NEEDS = re.compile(r"^Needs:\s*([A-Za-z0-9][A-Za-z0-9._-]*(?:\s*,\s*[A-Za-z0-9][A-Za-z0-9._-]*)*)")
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,7 @@ class Patch:
     summary: str                    # the header's first line, without "NAME: "
     header: str                     # every line before the first "--- "
     trees: tuple = ()               # commit prefixes the header's "Trees:" line claims
+    needs: tuple = ()               # patch names its "Needs:" line says must come with it
     variants: dict = field(default_factory=dict)  # commit[:12] -> NAME@COMMIT12.diff
 
     def file_for(self, commit: str) -> Path:
@@ -78,7 +82,10 @@ def _read(path: Path, variants: dict) -> Patch:
             in_trees = False
         if in_trees:
             trees += _COMMIT.findall(line)
-    return Patch(name, path, summary, header, tuple(dict.fromkeys(trees)), variants)
+    needs = [n.strip().rstrip(".") for line in header.splitlines() if (m := _NEEDS.match(line))
+             for n in m.group(1).split(",")]
+    return Patch(name, path, summary, header, tuple(dict.fromkeys(trees)),
+                 needs=tuple(dict.fromkeys(needs)), variants=variants)
 
 
 def list_patches(directory: Path | None = None) -> list[Patch]:
@@ -97,17 +104,34 @@ def list_patches(directory: Path | None = None) -> list[Patch]:
 
 
 def resolve(names, directory: Path | None = None) -> tuple[Patch, ...]:
-    """Patch names -> patches, deduplicated, in name order (the order they are applied in, so
-    one set has one cache key whatever order it was asked in). RuntimeBuildError naming an
-    unknown name and the available ones."""
+    """Patch names -> patches with every patch they need (their ``Needs:``, transitively),
+    deduplicated, in name order (the order they are applied in, so one set has one cache key
+    whatever order it was asked in). RuntimeBuildError (one line) naming an unknown name and
+    the available ones, an unknown needed name and who needs it, or a cycle of needs."""
     known = {p.name: p for p in list_patches(directory)}
-    chosen = []
+    have = ", ".join(known) or "none"
     for name in names or ():
         if name not in known:
-            have = ", ".join(known) or "none"
             raise RuntimeBuildError(f"unknown patch {name!r} (available: {have})")
-        chosen.append(known[name])
-    return tuple(sorted({p.name: p for p in chosen}.values(), key=lambda p: p.name))
+    chosen: dict[str, Patch] = {}
+
+    def add(name: str, path: tuple) -> None:
+        if name in path:
+            cycle = " -> ".join(path[path.index(name):] + (name,))
+            raise RuntimeBuildError(f"patch {path[-1]!r} needs {name!r}: a cycle of needs "
+                                    f"({cycle})")
+        if name in chosen:
+            return
+        if name not in known:
+            raise RuntimeBuildError(f"patch {path[-1]!r} needs unknown patch {name!r} "
+                                    f"(available: {have})")
+        for needed in known[name].needs:
+            add(needed, path + (name,))
+        chosen[name] = known[name]
+
+    for name in names or ():
+        add(name, ())
+    return tuple(sorted(chosen.values(), key=lambda p: p.name))
 
 
 def digest(applied: list[dict]) -> str:

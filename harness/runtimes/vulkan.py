@@ -520,12 +520,13 @@ def registers(library: Path) -> str:
 
 def installed(cache: str | None = None, patches=()) -> Manifest | None:
     """The plug-in built for the installed wheel (its own commit preferred, then the newest)
-    with exactly the named source ``patches`` (default: none, the stock plug-in)."""
+    with exactly the named source ``patches`` and those they need, as ``build`` applies them
+    (default: none, the stock plug-in)."""
     try:
         wheel = wheel_mod.installed()
+        want = [p.name for p in patching.resolve(patches)]
     except RuntimeBuildError:
         return None
-    want = sorted(set(patches or ()))
     found = [m for m in built(cache) if m.executorch_version == wheel.version
              and m.executorch_git_version == wheel.git_version and sorted(m.patch_names) == want]
     return max(found, key=lambda m: (m.source_exact, m.built_at)) if found else None

@@ -4,8 +4,9 @@ Such a fix leaves lowering alone (no pass, no builder patch: the program is the 
 byte for byte); what changes is where the cell executes. A cell whose fix set names one or more
 of them runs on the plug-in built with exactly those patches (``harness run`` builds it once
 before the run, the run header names it; ``harness/run/runner.py``), in-process in the workers,
-in bundles and on the GPU alike. The fix's name is the patch's name; ``summary``, ``bug`` and
-``verified`` come from the patch's own header, so a patch and its fix never disagree.
+in bundles and on the GPU alike; a patch's ``Needs:`` come with it (``patching.resolve``). The
+fix's name is the patch's name; ``summary``, ``bug`` and ``verified`` come from the patch's own
+header, so a patch and its fix never disagree.
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ def _bug(patch: patching.Patch) -> str:
 
 def _verified(patch: patching.Patch) -> str:
     said = _paragraph(patch.header, "Verified")
-    return f"{said[:300]}; corpus: {CORPUS}" if said else f"corpus: {CORPUS}"
+    needs = f"runs with {', '.join(patch.needs)} (its Needs:); " if patch.needs else ""
+    return f"{said[:300]}; {needs}corpus: {CORPUS}" if said else f"{needs}corpus: {CORPUS}"
 
 
 class RuntimePatchFix(Fix):
