@@ -81,11 +81,15 @@ def lanes(config: RunConfig) -> list[Lane]:
 
 
 def lane_patches(lane: Lane) -> tuple[str, ...]:
-    """The runtime source patches a lane's cells execute with (its runtime fixes'), in name
-    order; () for a stock or graph-fix-only lane, and for every lane but the local Vulkan one."""
+    """The runtime source patches a lane's cells execute with: its runtime fixes' and the
+    patches those need (a header's ``Needs:``, ``patching.resolve``), in name order; () for a
+    stock or graph-fix-only lane, and for every lane but the local Vulkan one."""
+    from harness.runtimes import patching
+
     if lane.backend != "vulkan" or lane.device:
         return ()
-    return tuple(sorted({p for p in (fix_registry.get(f).runtime_patch for f in lane.fixes) if p}))
+    named = {p for p in (fix_registry.get(f).runtime_patch for f in lane.fixes) if p}
+    return tuple(p.name for p in patching.resolve(named)) if named else ()
 
 
 def patch_key(patches) -> str:
