@@ -124,3 +124,36 @@ def test_vulkan_runs_a_dynamic_spatial_cell(vulkan_runtime):
     row = run_cell(case, "vulkan")
     assert len(row.sizes) == 3 or row.status in ("LOWER_ERROR", "NOT_DELEGATED")
     assert row.status in ("PASS", "MISMATCH", "RUNTIME_ERROR", "NOT_DELEGATED")
+
+
+def test_a_lane_that_fixes_a_dynamic_size_says_so_and_the_next_lanes_stay_dynamic(monkeypatch):
+    """Every deep copy of the exported program shares its ShapeEnv: a lane whose fix pass reads
+    a symbolic size with int() (as vk_util.conv_args once did) fixes it for every lane lowered
+    after it (nightly F-384df924: XNNPACK 'Propagating input shapes failed' at every batch but
+    the export's). That lane is a LOWER_ERROR naming our setup, and the lanes after it lower a
+    fresh export: the same program as the stock lane's."""
+    case = ConvCase(dim=1, in_channels=3, out_channels=9, kernel_size=5, dilation=2, groups=3,
+                    padding="valid", input_shape=(2, 3, 17), dynamic="batch",
+                    dynamic_sizes=((1, 3, 17), (4, 3, 17), (2, 3, 17)))
+    from torch.fx.passes.infra.pass_base import PassResult
+
+    from harness.stages import fixes
+
+    def int_of_the_batch(graph_module):  # a pass reading the batch as an int
+        import torch
+
+        x = next(n for n in graph_module.graph.nodes if n.op == "placeholder"
+                 and isinstance(n.meta["val"].shape[0], torch.SymInt))
+        int(x.meta["val"].shape[0])
+        return PassResult(graph_module, False)
+
+    bad = ["xnnpack-tconv-output-padding"]
+    monkeypatch.setattr(fixes.get(bad[0]), "transform_passes", lambda: [int_of_the_batch])
+    stock, specializing, after = (Lane("xnnpack", ()), Lane("xnnpack", tuple(bad)),
+                                  Lane("xnnpack", ("xnnpack-conv1d-same-even",)))
+    got = prepare_case(case, [stock, specializing, after])
+    assert got[stock].status is None and got[after].status is None, got[after].message
+    assert got[specializing].status == "LOWER_ERROR"
+    assert got[specializing].message.startswith("SetupError: lowering this lane fixed the "
+                                                "program's dynamic size s")
+    assert got[after].pte == got[stock].pte

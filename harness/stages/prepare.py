@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import time
 import traceback
 from collections import Counter
@@ -142,6 +143,41 @@ class _Program:
     traceback: str = ""
     out_scale: float | None = None
     quantize_time_s: float | None = None
+    export: object = None  # () -> a fresh export of the same module and inputs
+
+
+def specialized_sizes(exported) -> dict[str, int]:
+    """The size symbols of ``exported`` that its ShapeEnv has fixed to a number (``s0 = 2``).
+    Every deep copy of a program shares that ShapeEnv, so one lane's lowering that reads a
+    symbolic size with ``int()`` makes the program static for every lane lowered after it
+    (nightly F-384df924: XNNPACK cells 'Propagating input shapes failed' at every batch but the
+    export's, caused by a Vulkan fix lane lowered before them)."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    for node in exported.graph_module.graph.nodes:
+        value = node.meta.get("val")
+        if node.op == "placeholder" and isinstance(value, FakeTensor) and \
+                value.fake_mode.shape_env is not None:
+            return {str(k): int(v) for k, v in value.fake_mode.shape_env.replacements.items()
+                    if getattr(v, "is_number", False)}
+    return {}
+
+
+def _fixed_a_size(out: Prepared, program: _Program, distinct: _Distinct, before: dict) -> bool:
+    """Whether this lane's passes fixed a dynamic size of the shared program (``before``: the
+    sizes fixed when it started). Then the lane is a LOWER_ERROR of our setup, and the lanes
+    after it start from a fresh export (nothing lowered from the fixed one is reused)."""
+    fixed = {k: v for k, v in specialized_sizes(program.exported).items() if k not in before}
+    if not fixed:
+        return False
+    program.exported = program.export()
+    distinct.base, distinct.lowered = None, {}
+    sizes = ", ".join(f"{k} = {v}" for k, v in sorted(fixed.items()))
+    out.status, out.phase = Status.LOWER_ERROR.value, "lower"
+    out.message = (f"SetupError: lowering this lane fixed the program's dynamic size {sizes} "
+                   f"(a pass read a symbolic size as an int): its program is static")
+    out.traceback = ""
+    return True
 
 
 def _program(case: ConvCase, module, inputs: tuple, float_ref, backend) -> _Program:
@@ -162,8 +198,9 @@ def _program(case: ConvCase, module, inputs: tuple, float_ref, backend) -> _Prog
             program.out_scale = qparams[0] if qparams else None
         program.phase = "export"
         refs.sizes = sized_references(case, module, program_module)  # [] unless dynamic
-        program.exported = torch.export.export(program_module, inputs,
-                                               dynamic_shapes=dynamic_shapes(case))
+        program.export = functools.partial(torch.export.export, program_module, inputs,
+                                           dynamic_shapes=dynamic_shapes(case))
+        program.exported = program.export()
     except Exception as e:  # the stage's own error is the finding, for every lane of it
         program.status, program.message = Status.LOWER_ERROR.value, first_line(e)
         program.traceback = traceback.format_exc(limit=-8)
@@ -178,9 +215,12 @@ def _lowered(program: _Program, backend, lane: Lane, distinct: _Distinct) -> Pre
                    quantize_time_s=program.quantize_time_s)
     if program.status is not None:
         return out
+    fixed_before = specialized_sizes(program.exported)
     if distinct.base is not None:
         t0 = time.perf_counter()
         identity = probe_identity(distinct.base, backend, lane.fixes)
+        if _fixed_a_size(out, program, distinct, fixed_before):
+            return out
         if identity in distinct.lowered:
             return _reused(distinct.lowered[identity], lane, time.perf_counter() - t0)
     watch = Watch(keep_base=distinct.base is None) if distinct.watch else None
@@ -197,6 +237,9 @@ def _lowered(program: _Program, backend, lane: Lane, distinct: _Distinct) -> Pre
             distinct.base = distinct.base or watch.base
             if watch.identity is not None and comparable(lane.fixes):
                 distinct.lowered.setdefault(watch.identity, out)
+        _fixed_a_size(out, program, distinct, fixed_before)
+    if out.status is not None:
+        return out
     out.phase, out.pte = "check", lowered.pte
     out.pte_size_kb = round(len(lowered.pte) / 1024, 2)
     out.lower_time_s = round(lowered.lower_time_s, 3)
