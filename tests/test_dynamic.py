@@ -128,10 +128,10 @@ def test_vulkan_runs_a_dynamic_spatial_cell(vulkan_runtime):
 
 def test_a_lane_that_fixes_a_dynamic_size_says_so_and_the_next_lanes_stay_dynamic(monkeypatch):
     """Every deep copy of the exported program shares its ShapeEnv: a lane whose fix pass reads
-    a symbolic size with int() (as vk_util.conv_args once did) fixes it for every lane lowered
+    a symbolic size with int() (as vk_util.conv_args once did) fixed it for every lane lowered
     after it (nightly F-384df924: XNNPACK 'Propagating input shapes failed' at every batch but
-    the export's). That lane is a LOWER_ERROR naming our setup, and the lanes after it lower a
-    fresh export: the same program as the stock lane's."""
+    the export's). That lane is a LOWER_ERROR naming our setup, and the lanes after it lower
+    their own export: the same program as the stock lane's."""
     case = ConvCase(dim=1, in_channels=3, out_channels=9, kernel_size=5, dilation=2, groups=3,
                     padding="valid", input_shape=(2, 3, 17), dynamic="batch",
                     dynamic_sizes=((1, 3, 17), (4, 3, 17), (2, 3, 17)))

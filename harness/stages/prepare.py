@@ -144,14 +144,15 @@ class _Program:
     out_scale: float | None = None
     quantize_time_s: float | None = None
     export: object = None  # () -> a fresh export of the same module and inputs
+    dynamic: bool = False  # the case exports with Dims: each lane lowers its own export
 
 
 def specialized_sizes(exported) -> dict[str, int]:
     """The size symbols of ``exported`` that its ShapeEnv has fixed to a number (``s0 = 2``).
-    Every deep copy of a program shares that ShapeEnv, so one lane's lowering that reads a
-    symbolic size with ``int()`` makes the program static for every lane lowered after it
-    (nightly F-384df924: XNNPACK cells 'Propagating input shapes failed' at every batch but the
-    export's, caused by a Vulkan fix lane lowered before them)."""
+    Every deep copy of a program shares that ShapeEnv: a lowering that reads a symbolic size
+    with ``int()`` made the program static for every lane lowered after it (nightly F-384df924:
+    XNNPACK cells 'Propagating input shapes failed' at every batch but the export's, after a
+    Vulkan fix lane), hence one export per lane of a dynamic program, and this check."""
     from torch._subclasses.fake_tensor import FakeTensor
 
     for node in exported.graph_module.graph.nodes:
@@ -163,21 +164,19 @@ def specialized_sizes(exported) -> dict[str, int]:
     return {}
 
 
-def _fixed_a_size(out: Prepared, program: _Program, distinct: _Distinct, before: dict) -> bool:
-    """Whether this lane's passes fixed a dynamic size of the shared program (``before``: the
-    sizes fixed when it started). Then the lane is a LOWER_ERROR of our setup, and the lanes
-    after it start from a fresh export (nothing lowered from the fixed one is reused)."""
-    fixed = {k: v for k, v in specialized_sizes(program.exported).items() if k not in before}
-    if not fixed:
-        return False
-    program.exported = program.export()
-    distinct.base, distinct.lowered = None, {}
+def newly_fixed(exported, before: dict) -> dict[str, int]:
+    """The sizes of ``exported`` fixed to a number since ``before`` (``specialized_sizes``)."""
+    return {k: v for k, v in specialized_sizes(exported).items() if k not in before}
+
+
+def _fixed_sizes(out: Prepared, fixed: dict) -> Prepared:
+    """A lane whose fix passes fixed a dynamic size (int() of a SymInt): its program is static,
+    not the case's; a LOWER_ERROR of our setup naming the sizes."""
     sizes = ", ".join(f"{k} = {v}" for k, v in sorted(fixed.items()))
-    out.status, out.phase = Status.LOWER_ERROR.value, "lower"
+    out.status, out.phase, out.traceback = Status.LOWER_ERROR.value, "lower", ""
     out.message = (f"SetupError: lowering this lane fixed the program's dynamic size {sizes} "
                    f"(a pass read a symbolic size as an int): its program is static")
-    out.traceback = ""
-    return True
+    return out
 
 
 def _program(case: ConvCase, module, inputs: tuple, float_ref, backend) -> _Program:
@@ -200,7 +199,7 @@ def _program(case: ConvCase, module, inputs: tuple, float_ref, backend) -> _Prog
         refs.sizes = sized_references(case, module, program_module)  # [] unless dynamic
         program.export = functools.partial(torch.export.export, program_module, inputs,
                                            dynamic_shapes=dynamic_shapes(case))
-        program.exported = program.export()
+        program.exported, program.dynamic = program.export(), case.dynamic != "none"
     except Exception as e:  # the stage's own error is the finding, for every lane of it
         program.status, program.message = Status.LOWER_ERROR.value, first_line(e)
         program.traceback = traceback.format_exc(limit=-8)
@@ -215,19 +214,25 @@ def _lowered(program: _Program, backend, lane: Lane, distinct: _Distinct) -> Pre
                    quantize_time_s=program.quantize_time_s)
     if program.status is not None:
         return out
-    fixed_before = specialized_sizes(program.exported)
     if distinct.base is not None:
         t0 = time.perf_counter()
+        before = specialized_sizes(distinct.base.exported_program())
         identity = probe_identity(distinct.base, backend, lane.fixes)
-        if _fixed_a_size(out, program, distinct, fixed_before):
-            return out
+        if fixed := newly_fixed(distinct.base.exported_program(), before):
+            distinct.base, distinct.lowered = None, {}
+            return _fixed_sizes(out, fixed)
         if identity in distinct.lowered:
             return _reused(distinct.lowered[identity], lane, time.perf_counter() - t0)
     watch = Watch(keep_base=distinct.base is None) if distinct.watch else None
+    # Lowering may rewrite the program it is given; every lane starts from the same one. A
+    # dynamic program's lane starts from its own export: every deep copy shares one ShapeEnv,
+    # which a lowering refines, so a second lowering of a copy can end otherwise than the
+    # first (a dynamic circular pad: LOWER_ERROR for the first lane, RUNTIME_ERROR after it).
+    exported = program.export() if program.dynamic else copy.deepcopy(program.exported)
+    before = specialized_sizes(exported)
     try:
         out.phase = "lower"
-        # Lowering may rewrite the program it is given; every lane starts from the same one.
-        lowered = lower(copy.deepcopy(program.exported), backend, list(lane.fixes), watch)
+        lowered = lower(exported, backend, list(lane.fixes), watch)
     except Exception as e:
         out.status, out.message = Status.LOWER_ERROR.value, first_line(e)
         out.traceback = traceback.format_exc(limit=-8)
@@ -237,9 +242,9 @@ def _lowered(program: _Program, backend, lane: Lane, distinct: _Distinct) -> Pre
             distinct.base = distinct.base or watch.base
             if watch.identity is not None and comparable(lane.fixes):
                 distinct.lowered.setdefault(watch.identity, out)
-        _fixed_a_size(out, program, distinct, fixed_before)
-    if out.status is not None:
-        return out
+    if fixed := newly_fixed(exported, before):  # not a program to compare, nor to reuse
+        distinct.base, distinct.lowered = None, {}
+        return _fixed_sizes(out, fixed)
     out.phase, out.pte = "check", lowered.pte
     out.pte_size_kb = round(len(lowered.pte) / 1024, 2)
     out.lower_time_s = round(lowered.lower_time_s, 3)
