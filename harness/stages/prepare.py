@@ -129,6 +129,7 @@ class _Distinct:
     watch: bool = True  # False: the backend has one lane here, nothing to compare it with
     base: object = None
     lowered: dict = field(default_factory=dict)  # identity -> Prepared
+    stock_fixed: dict | None = None  # the sizes the stock lane's lowering fixed (ExecuTorch's)
 
 
 @dataclass
@@ -170,12 +171,14 @@ def newly_fixed(exported, before: dict) -> dict[str, int]:
 
 
 def _fixed_sizes(out: Prepared, fixed: dict) -> Prepared:
-    """A lane whose fix passes fixed a dynamic size (int() of a SymInt): its program is static,
-    not the case's; a LOWER_ERROR of our setup naming the sizes."""
+    """A lane whose fix passes fixed a dynamic size the stock lowering kept symbolic (int() of
+    a SymInt, a shape compared): its program is static, not the case's; a LOWER_ERROR of our
+    setup naming the sizes. (Sizes the stock lowering fixes too are ExecuTorch's: the stock
+    program's, and every lane's cells show what that does.)"""
     sizes = ", ".join(f"{k} = {v}" for k, v in sorted(fixed.items()))
     out.status, out.phase, out.traceback = Status.LOWER_ERROR.value, "lower", ""
-    out.message = (f"SetupError: lowering this lane fixed the program's dynamic size {sizes} "
-                   f"(a pass read a symbolic size as an int): its program is static")
+    out.message = (f"SetupError: this lane's fixes fixed the program's dynamic size {sizes}, "
+                   f"which the stock lowering keeps symbolic: its program is static")
     return out
 
 
@@ -242,9 +245,13 @@ def _lowered(program: _Program, backend, lane: Lane, distinct: _Distinct) -> Pre
             distinct.base = distinct.base or watch.base
             if watch.identity is not None and comparable(lane.fixes):
                 distinct.lowered.setdefault(watch.identity, out)
-    if fixed := newly_fixed(exported, before):  # not a program to compare, nor to reuse
-        distinct.base, distinct.lowered = None, {}
-        return _fixed_sizes(out, fixed)
+    fixed = newly_fixed(exported, before)
+    if not lane.fixes:  # ExecuTorch's own lowering may fix sizes: that is the stock program
+        distinct.stock_fixed = fixed
+    elif distinct.stock_fixed is not None and \
+            (ours := {k: v for k, v in fixed.items() if k not in distinct.stock_fixed}):
+        distinct.base, distinct.lowered = None, {}  # not a program to compare, nor to reuse
+        return _fixed_sizes(out, ours)
     out.phase, out.pte = "check", lowered.pte
     out.pte_size_kb = round(len(lowered.pte) / 1024, 2)
     out.lower_time_s = round(lowered.lower_time_s, 3)

@@ -83,3 +83,18 @@ def check_same_shape(conv, new_val) -> None:
     if tuple(new_val.shape) != tuple(conv.meta["val"].shape):
         raise AssertionError(f"{conv.name}: rewritten shape {tuple(new_val.shape)} != "
                              f"{tuple(conv.meta['val'].shape)}")
+
+
+def static_sizes(node) -> bool:
+    """Whether every size of the node's fake value is a plain int. A dynamic program's sizes are
+    SymInts, and ``int()`` of one is a guard that specializes the symbol in the program's
+    ShapeEnv (``s0`` replaced by the export size): the lowered program turns static, its output
+    sized for the example batch, and the runtime aborts at every other size ("Attempted to
+    resize a static tensor", issue 39: a dynamic-batch Conv1d, PASS stock, CRASH with
+    vk-conv1d-pw-stride-pad, which only read its batch). The ShapeEnv is shared by every deep
+    copy of the exported program, so the specialization also reached the lanes the harness
+    lowered after it in that process. The graph fixes are verified on static programs only and
+    leave a conv with a symbolic size alone (xnnpack-tconv-output-padding's shape check fixed
+    a dynamic transposed conv's sizes too, issue 39)."""
+    v = val(node)
+    return isinstance(v, torch.Tensor) and all(type(s) is int for s in v.shape)

@@ -14,7 +14,7 @@ import contextlib
 import torch
 
 from harness.stages.fixes.base import (check_same_shape, fake_val, is_call,  # noqa: F401
-                                       pass_result, set_conv_args, val)
+                                       pass_result, set_conv_args, static_sizes, val)
 
 try:  # executorch >= 1.4.1: to_edge_transform_and_lower also runs passes given the whole program
     from executorch.exir.pass_base import ExportedProgramPassBase as ProgramPass
@@ -60,20 +60,6 @@ def new_node(graph, target, args, like, kwargs=None):
 def conv2d(node) -> dict | None:
     """The arguments of a non-transposed 2d ``aten.convolution`` per spatial dim; else None."""
     return conv_args(node, 2)
-
-
-def static_sizes(node) -> bool:
-    """Whether every size of the node's fake value is a plain int. A dynamic program's sizes are
-    SymInts, and ``int()`` of one is a guard that specializes the symbol in the program's
-    ShapeEnv (``s0`` replaced by the export size): the lowered program turns static, its output
-    sized for the example batch, and the runtime aborts at every other size ("Attempted to
-    resize a static tensor", issue 39: a dynamic-batch Conv1d, PASS stock, CRASH with
-    vk-conv1d-pw-stride-pad, which only read its batch). The ShapeEnv is shared by every deep
-    copy of the exported program, so the specialization also reached the lanes the harness
-    lowered after it in that process. The Vulkan graph fixes are verified on static programs
-    only and leave a conv with a symbolic size alone."""
-    v = val(node)
-    return isinstance(v, torch.Tensor) and all(type(s) is int for s in v.shape)
 
 
 def conv_args(node, rank: int) -> dict | None:

@@ -41,7 +41,8 @@ import torch
 from torch.fx.passes.infra.pass_base import PassBase, PassResult
 
 from harness.stages.fixes import register
-from harness.stages.fixes.base import Fix, fake_val, is_call, pass_result, set_conv_args
+from harness.stages.fixes.base import (Fix, fake_val, is_call, pass_result, set_conv_args,
+                                       static_sizes)
 
 # aten.convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
 STRIDE, TRANSPOSED, OUTPUT_PADDING = 3, 6, 7
@@ -65,6 +66,8 @@ def rewrite_plan(conv) -> tuple[list[int], list[int]] | None:
     if not is_call(conv, "aten.convolution") or len(conv.args) <= OUTPUT_PADDING \
             or not conv.args[TRANSPOSED]:
         return None
+    if not all(map(static_sizes, (conv.args[0], conv))):
+        return None  # a dynamic program: comparing its symbolic shapes would fix them
     rank = conv.args[1].meta["val"].dim() - 2  # the weight's rank, as XNNPACK decides 1d/2d
     if rank not in (1, 2):
         return None
