@@ -546,3 +546,17 @@ def test_a_known_issue_names_a_finding_only_through_its_representative_or_most_c
         assert f.known == "known: #22774 (open), #22778 (open)"
     else:
         assert f.known == "new (1/3 cells also match #22774 (open), #22778 (open))"
+
+
+def test_the_q8ta_batch_guard_refusal_is_the_batch_bug_it_guards():
+    """vk-q8ta-conv-batch-guard (a runtime patch) turns the silent batch > 1 MISMATCH into a
+    refusal; that refusal is the same known issue, not a new finding (issue 39)."""
+    refusal = ("Exception raised from q8ta_conv2d_im2col at executorch/backends/vulkan/runtime/graph/"
+               "ops/impl/Q8taConv2dIm2Col.cpp:243: (graph.size_at<int64_t>(-4, packed_int8_input) "
+               "== 1) is false!")
+    batch3 = case(input_shape=(3, 4, 7, 10), kernel_size=5, quant="int8_per_channel")
+    assert ids(("vulkan+vk-q8ta-conv-batch-guard", batch3, "RUNTIME_ERROR", refusal)) == \
+        ["vulkan-q8ta-conv-batch"]
+    assert ids(("vulkan", case(kernel_size=5, quant="int8_per_channel"), "RUNTIME_ERROR",
+                refusal)) == []  # batch 1 is not this bug
+    assert "vulkan-q8ta-conv-batch" not in ids(("vulkan", batch3, "RUNTIME_ERROR", IVEC2))
