@@ -186,3 +186,27 @@ def test_a_5d_channels_last_input_is_left_alone():
     result = ChannelsLastInputToContiguousPass()(ep)
     assert not result.modified
     assert not any(n.meta.get(ADDED) for n in ep.graph_module.graph.nodes)
+
+
+def test_an_output_whose_dim_order_only_moves_a_size_1_dim_gets_no_copy_back():
+    """A channels-last module with one output channel fed a channels-last input (the nightly's
+    bf16 Conv2d(2, 1, (4, 3)) cell): its output's dim order only renames the contiguous layout
+    (C = 1). With both fixes the input is copied to contiguous and the output is left as it is:
+    a copy back to that dim order is a no-op the portable kernel refused ('out_dim_order[i] ==
+    dim_order_ref[i]'), and the values are the module's."""
+    from harness.stages.fixes.vk_channels_last_input import same_layout
+    from harness.stages.fixes.vk_channels_last_weight import ChannelsLastWeightToContiguousPass
+
+    torch.manual_seed(0)
+    module = torch.nn.Conv2d(2, 1, (4, 3), padding=(0, 2), dilation=(1, 3))
+    module = module.to(memory_format=torch.channels_last).eval()
+    x = channels_last(1, 2, 8, 10)
+    ep = edge_program(module, x)
+    assert ChannelsLastWeightToContiguousPass()(ep).modified
+    ep = fixed(ep)
+    copies = [n for n in ep.graph_module.graph.nodes if n.meta.get(ADDED)]
+    assert len(copies) == 1 and copies[0].args[0].op == "placeholder"  # the input's only
+    with torch.no_grad():
+        assert torch.allclose(ep.module()(*x), module(*x), atol=1e-5)
+    assert same_layout((0, 2, 1, 3), (0, 1, 2, 3), torch.empty(1, 1, 4, 5))
+    assert not same_layout((0, 2, 3, 1), (0, 1, 2, 3), torch.empty(1, 2, 4, 5))

@@ -14,8 +14,8 @@ output: every element wrong (cases/memory_format_dynamic.json, float and int8 al
 The rewrite, at the edge dialect before partitioning: each user input whose dim order is not
 contiguous gets a ``dim_order_ops._to_dim_order_copy(x, dim_order=contiguous)`` after it, every
 node's fake value downstream is recomputed (so the graph between is contiguous), and each
-program output whose dim order that changed gets a copy back to its old dim order before the
-output. The program's inputs and outputs keep their dim orders; the delegate in between sees
+program output whose layout that changed gets a copy back to its old dim order before the
+output (a dim order that only moves size-1 dims is the same layout: no copy). The program's inputs and outputs keep their dim orders; the delegate in between sees
 contiguous tensors only. The copies must run outside the delegate (inside it, preprocess removes
 them and the bug is back), so while the cell is lowered ``patch`` makes the Vulkan partitioner
 decline a ``_to_dim_order_copy`` / ``_clone_dim_order`` that changes the dim order (its input's
@@ -89,6 +89,19 @@ def mixed_dim_orders(ep, inputs) -> torch.fx.Node | None:
     return None
 
 
+def same_layout(order, other, value) -> bool:
+    """Whether two dim orders lay ``value``'s elements out alike: its dims of size other than 1
+    come in the same order (a size-1 dim goes anywhere). A channels-last conv with one output
+    channel gets an output dim order such as (0, 2, 1, 3) that is the contiguous layout in
+    another name; copying back to it is a no-op that exir cannot even plan (the portable
+    _to_dim_order_copy refused it: "out_dim_order[i] == dim_order_ref[i]", issue 39)."""
+    if order is None or other is None:
+        return order == other
+    def moving(o):
+        return [d for d in o if not (type(value.shape[d]) is int and value.shape[d] == 1)]
+    return moving(order) == moving(other)
+
+
 def _copy(graph, x, order, like, mode):
     """``_to_dim_order_copy(x, dim_order=order)`` at the insertion point, marked as ours."""
     node = graph.call_function(edge_ops().dim_order_ops._to_dim_order_copy.default, (x,),
@@ -120,7 +133,7 @@ class ChannelsLastInputToContiguousPass(ProgramPass or object):
         outs = []
         for out in output.args[0]:
             if isinstance(out, torch.fx.Node) and was.get(out) and \
-                    dim_order(out.meta.get("val")) != was[out]:
+                    not same_layout(dim_order(out.meta.get("val")), was[out], out.meta["val"]):
                 with graph.inserting_before(output):
                     out = _copy(graph, out, was[out], out, mode)
             outs.append(out)
