@@ -560,3 +560,18 @@ def test_the_q8ta_batch_guard_refusal_is_the_batch_bug_it_guards():
     assert ids(("vulkan", case(kernel_size=5, quant="int8_per_channel"), "RUNTIME_ERROR",
                 refusal)) == []  # batch 1 is not this bug
     assert "vulkan-q8ta-conv-batch" not in ids(("vulkan", batch3, "RUNTIME_ERROR", IVEC2))
+
+
+def test_the_dynamic_circular_resize_entry_names_both_portable_kernels():
+    """A dynamic circular pad's program is planned static by ExecuTorch's own lowering: the
+    first portable op asked to resize refuses, slice_copy or _empty_dim_order (issue 39)."""
+    empty = ("at size 1x2x4x7 (worst of 5 sizes: 5 RUNTIME_ERROR): Failed to execute method forward, "
+             "error: 0x12 — runtime: [op__empty_dim_order.cpp:71] Check failed (resize_tensor(out, "
+             "size) == Error::Ok): Failed to resize output tensor. | [method.cpp:1483] KernelCall failed "
+             "at instruction 0:3 in operator dim_order_ops::_empty_dim_order.out: 0x12")
+    dynamic = dict(input_shape=(2, 4, 8, 8), dynamic="both",
+                   dynamic_sizes=((1, 4, 4, 7), (3, 4, 10, 14), (2, 4, 8, 8)))
+    circular = case(padding=1, padding_mode="circular", **dynamic)
+    assert "portable-slice-copy-dynamic-circular" in ids(("xnnpack", circular, "RUNTIME_ERROR", empty))
+    assert "portable-slice-copy-dynamic-circular" not in ids(
+        ("xnnpack", case(padding=1, **dynamic), "RUNTIME_ERROR", empty))
