@@ -59,6 +59,7 @@ BN3D = ("Exception raised from add_native_batch_norm_node at executorch/backends
         "BatchNorm.cpp:65: (in_sizes.size() == 4) is false! BatchNorm only support 4d tensor")
 TCONV_DILATION = ("Exception raised from check_conv2d_params at executorch/backends/vulkan/runtime/graph/ops/impl/"
                   "Convolution.cpp:279: aten.convolution.default: transposed = true, dilation > 1 is not supported yet!")
+CL_COPIES_OUT = "outside the vulkan delegate: dim_order_ops._to_dim_order_copy x2"
 DIM_ORDER_MAP = "AssertionError: Failed to map a given dim_order: [0, 2, 1, 3] to a torch.memory_format"
 CL_TAGGED = ("Exception: An error occurred when running the 'ChannelsLastTaggedReshapePass' pass after the following "
              "passes: [] <- AssertionError: Expected p_weight to be NCHW in channels last reshape pass")
@@ -191,6 +192,9 @@ REPRESENTATIVE = {
         "xnnpack", case(**{**C3D, "kernel_size": 2}, padding="same", quant="int8_per_tensor"), "RUNTIME_ERROR", XNN_PAD),
     "vulkan-channels-last-input-mismatch": (
         "vulkan", case(out_channels=8, padding=1, memory_format="channels_last"), "MISMATCH", VK_CL_MISMATCH),
+    "vk-channels-last-input-copies-outside": (
+        "vulkan+vk-channels-last-input", case(out_channels=8, padding=1, memory_format="channels_last"),
+        "NOT_DELEGATED", CL_COPIES_OUT),
     "vulkan-channels-last-module-output-mismatch": (
         "vulkan", case(out_channels=8, padding=1, module_channels_last=True), "MISMATCH", VK_CLM_MISMATCH),
 }
@@ -289,6 +293,8 @@ CONTROL = {
         "xnnpack", case(kernel_size=2, padding="same", quant="int8_per_tensor"), "RUNTIME_ERROR", XNN_PAD),
     # the layout features (issue 39): the same cell with the other memory format
     "vulkan-channels-last-input-mismatch": ("vulkan", case(out_channels=8, padding=1), "MISMATCH", VK_CL_MISMATCH),
+    "vk-channels-last-input-copies-outside": (  # the same cell, contiguous: no copies
+        "vulkan+vk-channels-last-input", case(out_channels=8, padding=1), "NOT_DELEGATED", CL_COPIES_OUT),
     "vulkan-channels-last-module-output-mismatch": (
         "vulkan", case(out_channels=8, padding=1), "MISMATCH", VK_CLM_MISMATCH),
 }
