@@ -245,11 +245,10 @@ def _lowered(program: _Program, backend, lane: Lane, distinct: _Distinct) -> Pre
             distinct.base = distinct.base or watch.base
             if watch.identity is not None and comparable(lane.fixes):
                 distinct.lowered.setdefault(watch.identity, out)
-    fixed = newly_fixed(exported, before)
     if not lane.fixes:  # ExecuTorch's own lowering may fix sizes: that is the stock program
-        distinct.stock_fixed = fixed
+        distinct.stock_fixed = newly_fixed(exported, before)
     elif distinct.stock_fixed is not None and \
-            (ours := {k: v for k, v in fixed.items() if k not in distinct.stock_fixed}):
+            (ours := newly_fixed(exported, {**before, **distinct.stock_fixed})):
         distinct.base, distinct.lowered = None, {}  # not a program to compare, nor to reuse
         return _fixed_sizes(out, ours)
     out.phase, out.pte = "check", lowered.pte
