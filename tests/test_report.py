@@ -327,14 +327,25 @@ SCREENSHOTS = ROOT / "docs" / "screenshots"
 
 @pytest.fixture(scope="module")
 def real_run(tmp_path_factory, vulkan_runtime):
-    """``harness run`` as README's command 1 runs it (smaller), on a 100-column console."""
-    out = tmp_path_factory.mktemp("real") / "run"
+    """``harness run`` as README's command 1 runs it (smaller), on a 100-column console, from a
+    deep directory: the run folder and the baseline lie at a path longer than the console (a
+    clone at a longer path), outside the working directory, so no line may rest on short paths."""
+    top = tmp_path_factory.mktemp("real")
+    deep = top / ("a-clone-at-a-longer-path-" * 5) / "convconf"
+    deep.mkdir(parents=True)
+    baseline = deep / "cases" / "expectations" / "nightly.json"
+    baseline.parent.mkdir(parents=True)
+    shutil.copy(ROOT / "cases" / "expectations" / "nightly.json", baseline)
+    assert len(str(baseline)) > 100
+    out = deep / "runs" / "run"
+    cwd = top / "elsewhere"
+    cwd.mkdir()
     env = {**os.environ, "COLUMNS": "100"}
     proc = subprocess.run(
         [sys.executable, "-m", "harness", "run", "--out", str(out), "--max-examples", "6",
          "--seed", "0", "--fixes", "all", "--no-progress", "--vulkan-runtime",
-         vulkan_runtime.library, "--baseline", str(ROOT / "cases" / "expectations" / "nightly.json")],
-        capture_output=True, text=True, timeout=1200, env=env)
+         vulkan_runtime.library, "--baseline", str(baseline)],
+        capture_output=True, text=True, timeout=1200, env=env, cwd=cwd)
     assert proc.returncode in (0, 1), proc.stderr[-3000:]  # 1: a finding the baseline lacks
     return out, proc.stdout
 

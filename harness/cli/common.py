@@ -50,8 +50,16 @@ def say(line: str = "", indent: int = 2) -> None:
 
 
 def shown(path) -> str:
-    """A path as the console shows it: ``~`` for the home folder."""
+    """A path as the console shows it: relative to the working directory when inside it (a
+    clone or run folder at any depth prints the same line), else ``~`` for the home folder."""
+    import os
+
     text, home = str(path), str(Path.home())
+    try:
+        rel = Path(os.path.abspath(text)).relative_to(Path.cwd())
+        return str(rel) if str(rel) != "." else "."
+    except ValueError:
+        pass
     return "~" + text[len(home):] if home != "/" and (text + "/").startswith(home + "/") else text
 
 

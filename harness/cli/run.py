@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from harness.cli.common import (EXIT_FINDINGS, EXIT_OK, UsageError, check_known_issues,
-                                print_summary, write_report)
+                                print_summary, say, shown, write_report)
 
 
 def add_parsers(sub) -> None:
@@ -78,7 +78,7 @@ def cmd_run(args) -> int:
         from harness.results.corpus import save_failures
 
         added = save_failures(df, cases, args.save_failures, shrunk)
-        print(f"{args.save_failures}: {added} new failing case(s) added")
+        say(f"{shown(args.save_failures)}: {added} new failing case(s) added")
     return _exit_code(args, df, verdict)
 
 
@@ -247,10 +247,10 @@ def _against_baseline(df, base):
 
     verdict = classify(df, base)
     new = verdict[verdict.str.startswith(("new", "regressed"))]
-    print(f"against {base.source}: {int(verdict.str.startswith('known').sum())} known "
-          f"failure(s), {len(new)} new or regressed")
+    say(f"against {shown(base.source)}: {int(verdict.str.startswith('known').sum())} known "
+        f"failure(s), {len(new)} new or regressed")
     for line in sorted(set(new)):
-        print(f"  {line}")
+        say(f"  {line}", indent=4)
     return verdict
 
 
