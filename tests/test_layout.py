@@ -12,25 +12,62 @@ from harness import versions
 PACKAGE = Path(versions.__file__).resolve().parent
 
 
-def test_the_digest_is_derived_from_the_stages_folder_not_a_list():
+def test_the_digest_is_the_import_closure_of_the_stages_folder():
     stages = sorted((PACKAGE / "stages").rglob("*.py"))
     digested = set(versions.digested_sources())
     assert stages and set(stages) <= digested  # every stage module, found by walking
-    assert {PACKAGE / "spec.py", PACKAGE / "status.py"} <= digested
-    assert not any("run" in p.relative_to(PACKAGE).parts[:1] for p in digested)
+    # what the stages import, found by their imports: the case vocabulary and the runtimes
+    assert {PACKAGE / "spec.py", PACKAGE / "status.py", PACKAGE / "lane.py",
+            PACKAGE / "runtimes" / "load.py"} <= digested
+    outside = {p.relative_to(PACKAGE).parts[0] for p in digested}
+    assert not outside & {"run", "results", "cli", "generation"}  # never imported by a lowering
+
+
+def _copy(tmp_path) -> Path:
+    copy = tmp_path / "harness"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    return copy
+
+
+def test_editing_any_module_of_the_closure_moves_the_digest_and_none_outside_does(tmp_path):
+    copy = _copy(tmp_path)
+    before = versions.digest_of(copy)
+    assert before == versions.pipeline_digest()  # the copy digests like the real package
+    inside = {p.relative_to(PACKAGE) for p in versions.digested_sources()}
+    every = {p.relative_to(PACKAGE) for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.parts}
+    unmoved, moved = [], []  # a digested module whose edit keeps it; an outside one moving it
+    for rel in sorted(every):
+        text = (copy / rel).read_text()
+        (copy / rel).write_text(text + "\n# a changed rule\n")
+        same = versions.digest_of(copy) == before
+        if rel in inside and same:
+            unmoved.append(rel)
+        if rel not in inside and not same:
+            moved.append(rel)
+        (copy / rel).write_text(text)
+    assert unmoved == [] and moved == []
+    assert len(inside) > 20 and len(every - inside) > 20
+    assert versions.digest_of(copy) == before
 
 
 @pytest.mark.parametrize("module", ["stages/cell.py", "stages/prepare.py", "stages/lower.py",
                                     "stages/backends/vulkan_contract.py", "spec.py",
                                     "stages/fixes/vulkan_conv_padding.py"])
 def test_editing_a_module_that_decides_a_cached_outcome_changes_the_digest(module, tmp_path):
-    copy = tmp_path / "harness"
-    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    copy = _copy(tmp_path)
     before = versions.digest_of(copy)
-    assert before == versions.pipeline_digest()  # the copy digests like the real package
     with open(copy / module, "a") as fh:
         fh.write("\n# a changed rule\n")
     assert versions.digest_of(copy) != before
+
+
+def test_a_module_newly_imported_by_a_stage_joins_the_digest(tmp_path):
+    """An import added to a stage module pulls its target (and what it imports) into the key."""
+    copy = _copy(tmp_path)
+    assert copy / "results" / "pictures.py" not in versions.digested_sources(copy)
+    with open(copy / "stages" / "compare.py", "a") as fh:
+        fh.write("\nfrom harness.results import pictures  # noqa\n")
+    assert copy / "results" / "pictures.py" in versions.digested_sources(copy)
 
 
 def test_a_new_stage_module_changes_the_digest(tmp_path):
