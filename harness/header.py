@@ -59,6 +59,9 @@ class RunHeader:
     # a merged run: its shards' run ids and, by "K/N", their duration, cells, start
     merged_from: list | None = None
     shards: dict | None = None
+    # a run at an ExecuTorch tree (--executorch / --executorch-tree): runtimes/tree.py's EtTree
+    # (commit, dirty, label, digests, what each native part rests on); None: the wheel alone
+    executorch_tree: dict | None = None
     extra: dict = field(default_factory=dict)    # keys this version does not name, kept
 
     # --- the one reader -----------------------------------------------------------------------
@@ -112,6 +115,14 @@ class RunHeader:
     def executorch(self) -> str:
         """The executorch release under test ('?' when the header does not say)."""
         return self.versions.get("executorch", "?")
+
+    @property
+    def executorch_label(self) -> str:
+        """'executorch 1.5.1', or at a tree 'executorch cff6f4dd32e6 (dirty) over 1.5.1'."""
+        if self.executorch_tree:
+            return (f"executorch {self.executorch_tree.get('label', '?')} over "
+                    f"{self.executorch}")
+        return f"executorch {self.executorch}"
 
     @property
     def identity(self) -> str:

@@ -89,6 +89,10 @@ class CellResult:
     # verdict, metrics and run time too (runner.py): the report says "same program as stock"
     reused_from: str = ""
     executorch_version: str = field(default_factory=_executorch_version)
+    # A run at an ExecuTorch tree (--executorch / --executorch-tree, runtimes/tree.py): what the
+    # verdict rests on, e.g. "Python cff6f4dd32e6 (dirty); Vulkan plug-in from cff6f4dd32e6
+    # (dirty)"; "" for a run on the installed wheel alone.
+    rests_on: str = ""
     # where the case came from (`cases from-model`: model @ module paths); not part of the
     # case, so not of its id: the same conv from two models is one case, one cell
     source: str = ""

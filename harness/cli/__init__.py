@@ -35,6 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.disable(logging.WARNING)
     try:
         args = build_parser().parse_args(argv)
+        args.argv = list(sys.argv[1:] if argv is None else argv)  # as given (run --executorch)
         return args.func(args)
     except UsageError as e:
         print(f"convconf: error: {e}", file=sys.stderr)

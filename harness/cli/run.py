@@ -55,11 +55,27 @@ def add_parsers(sub) -> None:
                    "representative's one-step variants run as real cells in its lane")
     r.add_argument("--diagnose-budget", type=float, default=None, metavar="SECONDS",
                    help="seconds per finding for --diagnose (default 90; implies --diagnose)")
+    at = r.add_argument_group("at an ExecuTorch commit or tree (harness/run/at_tree.py)")
+    at.add_argument("--executorch", metavar="REF", help="run at this commit of the --source "
+                    "repository: its Python side over the installed wheel, the Vulkan plug-in "
+                    "built from it; every cell says what its verdict rests on")
+    at.add_argument("--source", metavar="GITDIR", help="the ExecuTorch git repository of "
+                    "--executorch (a checkout or a bare git dir)")
+    at.add_argument("--executorch-tree", metavar="DIR", help="run at this ExecuTorch checkout, "
+                    "uncommitted changes included (the run says 'dirty')")
     r.set_defaults(func=cmd_run)
 
 
 def cmd_run(args) -> int:
     # Everything that can be wrong with the input is checked before the run folder is touched.
+    if args.executorch or args.executorch_tree or args.source:  # at an ExecuTorch tree
+        from harness.run import at_tree
+        from harness.runtimes.tree import TreeError
+
+        try:
+            return at_tree.run(args, getattr(args, "argv", sys.argv[1:]))
+        except TreeError as e:
+            raise UsageError(str(e)) from None
     base = _checked_options(args)
     if args.resume:
         out, config, cases, done_rows = _resumed(args)
@@ -138,6 +154,12 @@ def _started(args) -> tuple:
     config = _config(args, backends, fixes, fixes_each)
     cases = _all_cases(args, listed, config.max_examples)
     runner.start(out, config, cases)
+    from harness.runtimes import tree
+
+    if tree.current():  # a run at an ExecuTorch tree (run/at_tree.py started this process)
+        from harness.runfolder import RunFolder
+
+        RunFolder(out).update_header(executorch_tree=tree.current().to_dict())
     return out, config, cases, []
 
 

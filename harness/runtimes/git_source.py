@@ -182,17 +182,52 @@ def wheel_root() -> Path:
 def overlay(repo: Repo, commit: str, dest: Path, wheel: Path | None = None) -> Path:
     """The commit's exir/ and backends/ over the wheel at ``wheel`` -> the folder to put first
     on PYTHONPATH (``dest``). Rebuilt from scratch each time (seconds)."""
-    wheel = Path(wheel or wheel_root())
-    pkg = dest / "executorch"
     shutil.rmtree(dest, ignore_errors=True)
-    pkg.mkdir(parents=True)
     tmp = dest / ".export"
     n = export(repo, commit, [*OVERLAID, *PROGRAM_SCHEMAS], tmp,
                keep=lambda name: name.endswith(DATA_SUFFIXES))
+    return lay_over(tmp, dest, wheel, {"commit": commit, "files": n}, commit[:12])
+
+
+def overlay_from_dir(tree: Path, dest: Path, wheel: Path | None = None,
+                     meta: dict | None = None) -> Path:
+    """``overlay`` from an ExecuTorch source tree on disk (a checkout with its uncommitted
+    changes, or a commit exported earlier) instead of a commit of a repository."""
+    tree = Path(tree)
+    shutil.rmtree(dest, ignore_errors=True)
+    tmp = dest / ".export"
+    n = 0
+    for f in python_files(tree):
+        target = tmp / f.relative_to(tree)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(f, target)
+        n += 1
+    return lay_over(tmp, dest, wheel, {**(meta or {}), "tree": str(tree), "files": n}, str(tree))
+
+
+def python_files(tree: Path) -> list[Path]:
+    """What a lowering reads of a source tree (the overlay's content): exir/ and backends/
+    Python and data files, and the program schemas; sorted."""
+    tree = Path(tree)
+    found = []
+    for top in OVERLAID:
+        found += [p for p in (tree / top).rglob("*") if p.is_file() and p.name.endswith(
+            DATA_SUFFIXES) and "__pycache__" not in p.parts]
+    found += [tree / s for s in PROGRAM_SCHEMAS if (tree / s).is_file()]
+    return sorted(found)
+
+
+def lay_over(tmp: Path, dest: Path, wheel: Path | None, meta: dict, what: str) -> Path:
+    """The exported exir/ and backends/ in ``tmp`` (inside ``dest``) moved into
+    ``dest/executorch``, the program schemas where the wheel's serializer reads them, every
+    other top-level entry of the wheel linked beside them; OVERLAY.json says what it holds."""
+    wheel = Path(wheel or wheel_root())
+    pkg = dest / "executorch"
+    pkg.mkdir(parents=True, exist_ok=True)
     missing = [top for top in OVERLAID if not (tmp / top / "__init__.py").is_file()]
     if missing:  # else the wheel's own would answer for the commit: never
         shutil.rmtree(dest, ignore_errors=True)
-        raise GitError(f"{commit[:12]} has no Python package {', '.join(m + '/' for m in missing)}"
+        raise GitError(f"{what} has no Python package {', '.join(m + '/' for m in missing)}"
                        f" to lay over the wheel")
     for top in OVERLAID:
         os.rename(tmp / top, pkg / top)
@@ -204,7 +239,7 @@ def overlay(repo: Repo, commit: str, dest: Path, wheel: Path | None = None) -> P
         if entry.name not in OVERLAID and entry.name != "__pycache__":
             os.symlink(entry, pkg / entry.name)
     (dest / "OVERLAY.json").write_text(json.dumps(
-        {"commit": commit, "wheel": str(wheel), "files": n, "overlaid": list(OVERLAID)}) + "\n")
+        {**meta, "wheel": str(wheel), "overlaid": list(OVERLAID)}) + "\n")
     return dest
 
 
@@ -401,11 +436,66 @@ def build_vulkan(repo: Repo, commit: str, cache: str | None = None, jobs: int | 
     incremental ninja run recompiles what the commit changed; the library is kept per commit
     (``plugins/<commit12>.so``: a commit built once is not built again). RuntimeBuildError
     (one line) when it does not build or does not register VulkanBackend."""
+    return _build_plugin(commit[:12], commit, lambda dest: vulkan_tree(repo, commit, dest)[1],
+                         cache, jobs, log)
+
+
+def vulkan_files(tree: Path) -> list[Path]:
+    """The files of a source tree the Vulkan plug-in build compiles (VULKAN_PATHS, version.txt),
+    sorted."""
+    tree = Path(tree)
+    found = []
+    for rel in (*VULKAN_PATHS, "version.txt"):
+        p = tree / rel
+        found += [p] if p.is_file() else sorted(q for q in p.rglob("*") if q.is_file())
+    return sorted(found)
+
+
+def files_digest(tree: Path, files: Iterable[Path]) -> str:
+    """sha256 of (relative path, bytes) of ``files`` under ``tree``: a source digest."""
+    h = hashlib.sha256()
+    for f in files:
+        h.update(f.relative_to(tree).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def build_vulkan_from_dir(tree: Path, commit: str, cache: str | None = None,
+                          jobs: int | None = None, log: Callable[[str], None] = print,
+                          date: str = "") -> PluginBuild:
+    """``build_vulkan`` from a source tree on disk (uncommitted changes included); the library is
+    kept per digest of the files the build compiles (``plugins/src-<digest16>.so``), so two trees
+    whose Vulkan runtime is the same share it. ``commit``: what ET_COMMIT says (the tree's HEAD)."""
+    tree = Path(tree)
+    files = vulkan_files(tree)
+    if not any(f.is_relative_to(tree / VULKAN_PATHS[0]) for f in files):
+        raise RuntimeBuildError(f"{tree} has no {VULKAN_PATHS[0]} to build the plug-in from")
+    key = "src-" + files_digest(tree, files)[:16]
+
+    def lay(dest: Path) -> int:
+        staging = dest.with_name(dest.name + ".new")
+        shutil.rmtree(staging, ignore_errors=True)
+        for f in files + [tree / "LICENSE"] * (tree / "LICENSE").is_file():
+            target = staging / f.relative_to(tree)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(f, target)
+        (staging / "ET_COMMIT").write_text((commit or "0" * 40) + "\n")
+        (staging / "ET_COMMIT_DATE").write_text((date[:10] or "1970-01-01") + "\n")
+        written, _ = _sync(staging, dest)
+        shutil.rmtree(staging, ignore_errors=True)
+        return written
+
+    return _build_plugin(key, commit, lay, cache, jobs, log)
+
+
+def _build_plugin(key: str, commit: str, lay: Callable[[Path], int], cache: str | None,
+                  jobs: int | None, log: Callable[[str], None]) -> PluginBuild:
+    """The build behind ``build_vulkan``: ``lay(dest)`` puts the sources into the bisect tree's
+    ``src/executorch`` (-> files written); the library is kept as ``plugins/<key>.so``."""
     from harness.runtimes import toolchain, vulkan, wheel as wheel_mod
 
     wheel = wheel_mod.installed()
     root = bisect_root(cache) / "vulkan" / wheel.version
-    done = root / "plugins" / f"{commit[:12]}.so"
+    done = root / "plugins" / f"{key}.so"
     if done.exists():
         return PluginBuild(str(done), commit, 0.0, 0, {"cached": True}, "cached")
     root.mkdir(parents=True, exist_ok=True)
@@ -426,7 +516,7 @@ def build_vulkan(repo: Repo, commit: str, cache: str | None = None, jobs: int | 
             how = _seed(root, cache, wheel, log)
         phases["tree"] = round(time.perf_counter() - t, 1)
         t = time.perf_counter()
-        _, changed = vulkan_tree(repo, commit, mine / "src" / "executorch")
+        changed = lay(mine / "src" / "executorch")
         phases["source"] = round(time.perf_counter() - t, 1)
         tc = toolchain.ensure_next_release_tools(cache_root(cache), log)
         jobs = jobs or len(os.sched_getaffinity(0))
@@ -462,7 +552,7 @@ def build_vulkan(repo: Repo, commit: str, cache: str | None = None, jobs: int | 
             raise RuntimeBuildError(f"the plug-in built from {commit[:12]} does not register "
                                     f"{vulkan.BACKEND}: {why}")
         os.rename(tmp, done)
-        (root / "plugins" / f"{commit[:12]}.json").write_text(json.dumps(
+        (root / "plugins" / f"{key}.json").write_text(json.dumps(
             {"commit": commit, "phases": phases, "files_changed": changed, "tree": how,
              "sha256": hashlib.sha256(done.read_bytes()).hexdigest()}) + "\n")
     return PluginBuild(str(done), commit, round(time.perf_counter() - t_all, 1), changed, phases,

@@ -14,8 +14,9 @@ import time
 
 from harness.lane import Lane
 from harness.record import METRIC_COLUMNS, CellResult
+from harness.runtimes import tree
 from harness.spec import ConvCase
-from harness.stages import backends, culprit
+from harness.stages import backends, culprit, fixes
 from harness.stages.cache import Cache
 from harness.stages.compare import compare
 from harness.stages.execute import RuntimeFailure, execute_pte
@@ -28,7 +29,19 @@ STATIC_FIELDS = ("status", "phase", "message", "delegated_ops", "undelegated_ops
 
 
 def new_result(case: ConvCase, lane: Lane) -> CellResult:
-    return CellResult(case=case, backend=lane.backend_column, fixes=lane.fixes_column)
+    at = tree.current()  # a run at an ExecuTorch tree: what the verdict rests on
+    return CellResult(case=case, backend=lane.backend_column, fixes=lane.fixes_column,
+                      rests_on=at.rests_on(lane.backend_column) if at else "")
+
+
+def unfaithful(prepared: Prepared) -> str:
+    """At an ExecuTorch tree (runtimes/tree.py): why executing this lane's program would not give
+    the tree's verdict ("" when it would, and always on the wheel itself)."""
+    at = tree.current()
+    if at is None:
+        return ""
+    patched = any(fixes.get(f).runtime_patch for f in prepared.lane.fixes)
+    return at.unfaithful(prepared.lane.backend_column, prepared.undelegated_ops, patched)
 
 
 def blame(row: CellResult, prepared: Prepared | None = None, log: str = "") -> CellResult:
@@ -71,10 +84,11 @@ def static_result(case: ConvCase, prepared: Prepared) -> tuple[CellResult, bool]
         return blame(row, prepared), True
     row.predicted = Status.CONTRACT_VIOLATION.value if prepared.contract_violations else "clean"
     backend = backends.get(prepared.lane.backend)
-    if backend.runtime_available():
+    not_the_trees = unfaithful(prepared)
+    if backend.runtime_available() and not not_the_trees:
         row.update(status=None, message="")
         return row, False
-    missing = f"{backend.runtime_name} is not registered in the installed runtime"
+    missing = not_the_trees or f"{backend.runtime_name} is not registered in the installed runtime"
     if prepared.status is None:
         row.update(status=Status.NO_RUNTIME.value, phase="execute", message=missing)
     elif prepared.status == Status.NOT_DELEGATED.value:  # what lowering saw; never executed
