@@ -15,7 +15,12 @@ wide C_out, sizes, hardtanh bounds, int or tuple spellings). The case is kept wh
 many targets as its leaf promised. Then, for whatever is left of ``extra``, it draws candidates
 from the run's own strategy and keeps the ones that reach anything new.
 
-Reproducible: the seed, the case list and the models decide everything (no device, no plug-in
+Across nights (``earlier``, the nightly's coverage state, harness/nights.py): the aimed targets
+are only the reachable paths *no earlier night reached*; then, after the layout values, the
+budget goes to cases of case-space cells (nights.space_cell) no earlier night ran and the list
+lacks, drawn from the same candidates; only what is left after that fills as above.
+
+Reproducible: the seed, the case list, the state and the models decide everything (no device, no plug-in
 source is consulted), so every shard of a run draws the same steered cases; ``harness run``
 shards after steering. The predictions only choose cases; what a cell reached is observed when
 it runs (coverage.json), and where the Vulkan model was wrong the run lists it.
@@ -28,6 +33,7 @@ from functools import lru_cache
 
 from hypothesis import HealthCheck, Phase, given, seed as hyp_seed, settings, strategies as st
 
+from harness.nights import NightState, space_cell
 from harness.spec import ConvCase
 from harness.stages.backends import routing_grid, vulkan_routing, xnnpack_paths
 
@@ -176,11 +182,12 @@ def _draw_toward(tied: list, targets: set, gain: tuple, key: str, seen: set) -> 
     return None
 
 
-def aim(covered: set, seen: set, extra: int, seed: int) -> list[ConvCase]:
-    """Up to ``extra`` cases toward the reachable paths outside ``covered``, greedily: each from
-    the leaves that reach the most of them at once, Vulkan shaders before XNNPACK paths
-    (updates ``covered`` and ``seen``)."""
-    targets = set(reachable()) - covered
+def aim(covered: set, seen: set, extra: int, seed: int,
+        done: frozenset | set = frozenset()) -> list[ConvCase]:
+    """Up to ``extra`` cases toward the reachable paths outside ``covered`` (and ``done``: what
+    earlier nights reached), greedily: each from the leaves that reach the most of them at
+    once, Vulkan shaders before XNNPACK paths (updates ``covered`` and ``seen``)."""
+    targets = set(reachable()) - covered - set(done)
     pool = list(_leaves())
     picked: list[ConvCase] = []
     while targets and pool and len(picked) < extra:
@@ -204,20 +211,28 @@ def aim(covered: set, seen: set, extra: int, seed: int) -> list[ConvCase]:
 
 
 def steer(cases: list[ConvCase], extra: int, seed: int, strategy=None,
-          rounds: int = ROUNDS) -> list[ConvCase]:
+          rounds: int = ROUNDS, earlier: NightState | None = None) -> list[ConvCase]:
     """Up to ``extra`` new cases, each predicted to reach a path none of ``cases`` (nor an
     earlier pick) reaches: first aimed at the unreached reachable paths (``aim``), then drawn
-    from ``strategy`` (default: ``candidates()``) for whatever is left of ``extra``."""
+    from ``strategy`` (default: ``candidates()``) for whatever is left of ``extra``. With
+    ``earlier`` (what earlier nights reached), the aim skips paths they reached, and cases of
+    case-space cells no night ran come before the fill (``unexplored``)."""
     if extra <= 0:
         return []
     covered = set().union(*(buckets(c) for c in cases)) if cases else set()
     seen = {c.case_id for c in cases}
-    picked = aim(covered, seen, extra, seed)
+    done = earlier.paths if earlier is not None else frozenset()
+    picked = aim(covered, seen, extra, seed, done)
     picked += layout_cases([*cases, *picked], seen, extra - len(picked), seed)
-    if len(picked) >= extra:
-        return picked
     if strategy is None:
         strategy = candidates()
+    if earlier is not None and len(picked) < extra:
+        picked += unexplored([*cases, *picked], set(earlier.cells), seen, extra - len(picked),
+                             seed, strategy, rounds)
+        for case in picked:
+            covered |= buckets(case)
+    if len(picked) >= extra:
+        return picked
 
     def consider(chunk: list[ConvCase]) -> None:
         for case in chunk:
@@ -233,6 +248,32 @@ def steer(cases: list[ConvCase], extra: int, seed: int, strategy=None,
                    suppress_health_check=list(HealthCheck))(
         given(st.lists(strategy, min_size=CHUNK, max_size=CHUNK))(consider))
     hyp_seed(f"{seed}:steer")(run)()
+    return picked
+
+
+def unexplored(cases: list[ConvCase], ran: set, seen: set, extra: int, seed: int,
+               strategy=None, rounds: int = ROUNDS) -> list[ConvCase]:
+    """Up to ``extra`` cases, each of a case-space cell (nights.space_cell) that neither ``ran``
+    (earlier nights' cells) nor ``cases`` has, one per cell, drawn from ``strategy`` (default:
+    ``candidates()``) by Hypothesis seeded by ``seed`` (updates ``seen``)."""
+    if extra <= 0:
+        return []
+    taken = set(ran) | {space_cell(c) for c in cases}
+    picked: list[ConvCase] = []
+
+    def consider(chunk: list[ConvCase]) -> None:
+        for case in chunk:
+            cell = space_cell(case)
+            if len(picked) < extra and cell not in taken and case.case_id not in seen:
+                taken.add(cell)
+                seen.add(case.case_id)
+                picked.append(case)
+
+    run = settings(max_examples=rounds, database=None, phases=[Phase.generate], deadline=None,
+                   suppress_health_check=list(HealthCheck))(
+        given(st.lists(strategy if strategy is not None else candidates(), min_size=CHUNK,
+                       max_size=CHUNK))(consider))
+    hyp_seed(f"{seed}:unexplored")(run)()
     return picked
 
 

@@ -97,12 +97,30 @@ def save_failures(df, cases: list[ConvCase], path: str | os.PathLike,
     """Add every case with a cell outside OK, with all its lanes' statuses; -> new cases.
     With shrink results (``harness run --shrink``), a case whose failures all belong to shrunk
     findings is saved as those findings' minimal cases instead (expecting their one lane)."""
-    from harness.results.findings import cell_finding_id
+    return len(grow(df, cases, path, shrunk))
 
+
+def grow(df, cases: list[ConvCase], path: str | os.PathLike,
+         shrunk: dict | None = None) -> list[dict]:
+    """``save_failures``, -> the entries it added (``harness run --regression-corpus``: the
+    night's new failing cases, also published as the run folder's new_failures.json). A missing
+    file is an empty corpus; a file without new entries is left as it was."""
     path = Path(path)
     found = read(path) if path.exists() else []
     existing = [entry for _, entry in found]
-    known = {case.case_id for case, _ in found}
+    new = new_entries(df, cases, {case.case_id for case, _ in found}, shrunk)
+    if new:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, json.dumps(existing + new, indent=1) + "\n")
+    return new
+
+
+def new_entries(df, cases: list[ConvCase], known: set, shrunk: dict | None = None) -> list[dict]:
+    """The corpus entries of the run's failing cases whose ids ``known`` does not hold (see
+    ``save_failures``)."""
+    from harness.results.findings import cell_finding_id
+
+    known = set(known)
     by_id = {c.case_id: c for c in cases}
     minimal = {k: v for k, v in (shrunk or {}).items() if v.get("case")}
     bad = df[~df["status"].isin([s.value for s in OK])]
@@ -126,6 +144,4 @@ def save_failures(df, cases: list[ConvCase], path: str | os.PathLike,
         expect = {Lane.of(r.backend, r.fixes).name: r.status for r in everything.itertuples()}
         known.add(case_id)
         new.append({"case": by_id[case_id].to_dict(), "expect": expect, "note": note})
-    if new:
-        atomic_write(path, json.dumps(existing + new, indent=1) + "\n")
-    return len(new)
+    return new

@@ -15,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness.header import RunHeader
+from harness.nights import read_tonight
 from harness.record import CellResult
 from harness.results import coverage
 from harness.results import findings
@@ -124,7 +125,8 @@ def write(run_dir: str | os.PathLike, df: pd.DataFrame | None = None, header: Ru
         agreement=matrix.agreement(df), isolation_lines=matrix.isolation_lines(df),
         heat=heatmap(df), cells=cells, colors=COLORS, statuses=[s.value for s in ORDER],
         backends=sorted(df["backend"].unique()), features=feature_filters(cells),
-        source_models=source_models(c["source"] for c in cells), coverage=covered)
+        source_models=source_models(c["source"] for c in cells), coverage=covered,
+        tonight=read_tonight(run_dir))
     from harness.results import bisect_page  # a bisect folder inside the run: link its page
 
     html = html.replace("</body>", bisect_page.links_html(run_dir) + "</body>", 1)
