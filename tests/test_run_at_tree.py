@@ -265,3 +265,97 @@ def test_a_run_at_a_tree_lowers_with_its_python_and_says_what_each_cell_rests_on
     executed = df[~df["status"].isin(["LOWER_ERROR", "INVALID", "NOT_DELEGATED"])]
     assert (executed["status"] == "NO_RUNTIME").all()
     assert executed["message"].str.contains("cannot tell whether").all()
+
+
+# --- harness bisect --run-diff ----------------------------------------------------------------
+
+def test_flipped_cells_with_one_lane_status_pair_and_culprit_are_one_flip():
+    import pandas as pd
+
+    from harness.run.bisect_flips import group
+
+    rows = [  # case, backend, fixes, old, new, change, component_new
+        ("a", "vulkan", "", "PASS", "MISMATCH", "regressed", "delegate:vulkan:conv2d_dw"),
+        ("b", "vulkan", "", "PASS", "MISMATCH", "regressed", "delegate:vulkan:conv2d_dw"),
+        ("c", "vulkan", "", "PASS", "MISMATCH", "regressed", "delegate:vulkan:conv2d"),
+        ("d", "xnnpack", "", "NO_RUNTIME", "NOT_DELEGATED", "unexecuted", "partitioner"),
+        ("e", "vulkan", "vk-x", "PASS", "MISMATCH", "regressed", "delegate:vulkan:conv2d_dw"),
+        ("f", "vulkan", "", "PASS", "PASS", "same", ""),
+    ]
+    table = pd.DataFrame(rows, columns=["case_id", "backend", "fixes", "old", "new", "change",
+                                        "component_new"])
+    flips = group(table)
+    assert [(f.lane, f.cells) for f in flips] == [
+        ("vulkan", ["a", "b"]), ("vulkan", ["c"]), ("vulkan+vk-x", ["e"]), ("xnnpack", ["d"])]
+    assert "a (+1 more) [vulkan] PASS -> MISMATCH: not bisected" in flips[0].line()
+    flips[0].first_commit = {"commit": "f" * 40, "subject": "Route conv (#20190)", "pr": 20190}
+    flips[0].direction = "regression"
+    assert flips[0].line().endswith("ffffffffffff Route conv (#20190), regression")
+
+
+def test_run_diff_needs_two_runs_at_clean_commits(tmp_path):
+    from harness.runfolder import RunFolder
+
+    runs = []
+    for name, tree in (("wheel", None), ("dirty", {"commit": "a" * 40, "dirty": True,
+                                                  "label": "aaaaaaaaaaaa (dirty)"})):
+        d = tmp_path / name
+        d.mkdir()
+        RunFolder(d).write_header({"run_id": name, "versions": {"executorch": "1.5.1"},
+                                   "executorch_tree": tree})
+        runs.append(d)
+    t = fake_tree(tmp_path)
+    done = harness("bisect", "--run-diff", str(runs[0]), str(runs[1]), "--source", str(t),
+                   "--out", str(tmp_path / "b"))
+    assert "is not a run at an ExecuTorch commit" in _one_error_line(done)
+    done = harness("bisect", "--run-diff", str(runs[1]), str(runs[1]), "--source", str(t),
+                   "--out", str(tmp_path / "b"))
+    assert "uncommitted changes are in no commit" in _one_error_line(done)
+    done = harness("bisect", "--run-diff", str(runs[1]), str(tmp_path / "nope"), "--source",
+                   str(t), "--out", str(tmp_path / "b"))
+    assert "not a run folder" in _one_error_line(done)
+
+
+REFUSE_CONV = ("        kernel_node = get_input_node(node, 1)\n"
+               "        kernel_shape = get_shape(kernel_node)\n")
+
+
+@pytest.mark.slow
+def test_runs_at_two_commits_diff_and_every_flip_bisects_to_its_commit(tmp_path):
+    """A repository of the wheel's Python: c2 makes XNNPACK's partitioner refuse every conv
+    (a real lowering change), c3 touches nothing a lowering reads. Runs at c1 and c3, their
+    diff, and --run-diff naming c2."""
+    import pandas as pd
+
+    t = wheel_tree(tmp_path)
+    c1 = _git(t, "rev-parse", "HEAD")
+    gemm = t / "backends" / "xnnpack" / "partition" / "config" / "gemm_configs.py"
+    text = gemm.read_text()
+    assert text.count(REFUSE_CONV) == 1
+    gemm.write_text(text.replace(REFUSE_CONV, "        return False  # refuse every conv\n"
+                                 + REFUSE_CONV))
+    _git(t, "commit", "-q", "-am", "XNNPACK: refuse convs (#2)")
+    c2 = _git(t, "rev-parse", "HEAD")
+    (t / "version.txt").write_text("1.5.2\n")
+    _git(t, "commit", "-q", "-am", "bump (#3)")
+    cases = tmp_path / "one.json"
+    cases.write_text(json.dumps(json.loads(XNN_CASES.read_text())[:1]))
+    for ref in ("HEAD~2", "HEAD"):
+        done = harness("run", "--executorch", ref, "--source", str(t), "--backends", "xnnpack",
+                       "--cases", str(cases), "--max-examples", "0", "-j", "1", "--out",
+                       str(tmp_path / ref.replace("~", "-")), "--no-progress", "--no-report",
+                       "--cache", str(tmp_path / "cache"))
+        assert done.returncode == 0, done.stdout + done.stderr
+    old, new = tmp_path / "HEAD-2", tmp_path / "HEAD"
+    assert pd.read_csv(new / "matrix.csv")["status"].tolist() == ["NOT_DELEGATED"]
+    done = harness("diff", str(old), str(new))
+    assert f"executorch {c1[:12]} over 1.5.1" in done.stdout, done.stdout
+    done = harness("bisect", "--run-diff", str(old), str(new), "--source", str(t), "--out",
+                   str(tmp_path / "b"), "--cache", str(tmp_path / "cache"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    summary = json.loads((tmp_path / "b" / "bisect.json").read_text())
+    (flip,) = summary["flips"]
+    assert flip["first_commit"]["commit"] == c2 and flip["direction"] == "regression"
+    assert flip["stage"] == "lowering"
+    assert f"{c2[:12]} XNNPACK: refuse convs (#2), regression" in done.stdout
+    assert json.loads((new / "flips.json").read_text())["flips"][0]["line"] == flip["line"]

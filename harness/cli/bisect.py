@@ -35,8 +35,14 @@ def add_parsers(sub) -> None:
     b = sub.add_parser("bisect", help="the first ExecuTorch commit that broke or fixed a cell "
                        "(git bisect run; the release sweep is `nox -s releases`)")
     _cell_args(b, step=False)
-    b.add_argument("--good", required=True, metavar="REF", help="the older end (tag, commit)")
-    b.add_argument("--bad", required=True, metavar="REF", help="the newer end")
+    b.add_argument("--good", metavar="REF", help="the older end (tag, commit)")
+    b.add_argument("--bad", metavar="REF", help="the newer end")
+    b.add_argument("--run-diff", nargs=2, type=Path, metavar=("OLD_RUN", "NEW_RUN"),
+                   help="instead of one cell: every cell that flipped between two runs at "
+                   "ExecuTorch commits (harness run --executorch), one git bisect run per "
+                   "distinct flip; ends with the table cells -> first commit (PR)")
+    b.add_argument("--max-flips", type=int, metavar="N", help="with --run-diff: bisect only "
+                   "the N largest flips")
     b.add_argument("--out", required=True, type=Path, metavar="DIR",
                    help="writes DIR/bisect.json, bisect.html, steps/, git-bisect.log")
     b.set_defaults(func=cmd_bisect)
@@ -142,6 +148,10 @@ def cmd_bisect(args) -> int:
     from harness.run import bisect
     from harness.runtimes.git_source import GitError, Repo
 
+    if args.run_diff:
+        return _run_diff(args)
+    if not (args.good and args.bad):
+        raise UsageError("bisect: name the ends (--good REF --bad REF) or --run-diff OLD NEW")
     _check(args, args.out)
     try:
         repo = Repo(args.source)
@@ -164,6 +174,32 @@ def cmd_bisect(args) -> int:
     print(f"{result['evaluated_steps']} evaluated steps (budget {result['step_budget']}), "
           f"{result['skipped_steps']} skipped, {result['seconds']} s -> {args.out / 'bisect.json'}, "
           f"{page}")
+    return EXIT_OK
+
+
+def _run_diff(args) -> int:
+    """--run-diff OLD NEW: every flip between the two runs bisected (run/bisect_flips.py)."""
+    from harness.run import bisect_flips
+
+    if args.good or args.bad or args.cases or args.run or args.probe or args.finding:
+        raise UsageError("bisect: --run-diff takes its ends and cells from the two runs: no "
+                         "--good/--bad/--cases/--run/--probe/--finding with it")
+    if args.max_flips is not None and args.max_flips < 1:
+        raise UsageError("bisect: --max-flips must be >= 1")
+    for run in args.run_diff:
+        if not (run / "run.json").is_file():
+            raise UsageError(f"{run}: not a run folder (no run.json)")
+    try:
+        summary = bisect_flips.run(*args.run_diff, Path(args.source), args.out, args.cache_dir,
+                                   args.stage, log=lambda s: print(s, flush=True),
+                                   limit=args.max_flips)
+    except bisect_flips.FlipError as e:
+        raise UsageError(str(e)) from None
+    for line in bisect_flips.table_lines(summary):
+        print(line)
+    print(f"{summary['evaluated_steps']} evaluated steps over "
+          f"{summary['distinct_commits_evaluated']} distinct commits, {summary['seconds']} s -> "
+          f"{args.out / 'bisect.json'}")
     return EXIT_OK
 
 

@@ -267,6 +267,10 @@ def cmd_diff(args) -> int:
         return cmd_releases(args)
 
     old, new = read_matrix(args.old), read_matrix(args.new)
+    from harness.cli.common import say, shown
+    from harness.results.diff import run_label
+
+    say(f"{shown(args.old)}: {run_label(args.old)} -> {shown(args.new)}: {run_label(args.new)}")
     if args.lanes:
         try:
             old, new, unpaired = lanes(old, new, *args.lanes)

@@ -11,6 +11,17 @@ KEY = ["case_id", "backend", "fixes"]
 CHANGES = ("regressed", "fixed", "changed", "delegation", "unexecuted", "added", "removed", "same")
 
 
+def run_label(run_dir) -> str:
+    """What a run judged: 'executorch 1.5.1', or at a tree 'executorch cff6f4dd32e6 (dirty) over
+    1.5.1' (``harness run --executorch``/``--executorch-tree``); '?' for an unreadable header."""
+    from harness.runfolder import RunFolder
+
+    try:
+        return RunFolder(run_dir).header().executorch_label
+    except ValueError:
+        return "?"
+
+
 def lanes(old: pd.DataFrame, new: pd.DataFrame, old_lane: str, new_lane: str):
     """Lane OLD_LANE of one matrix against lane NEW_LANE of another (or the same) matrix, e.g.
     ``vulkan`` (lavapipe) against ``vulkan@h200``: both are relabelled ``OLD_LANE vs NEW_LANE`` so

@@ -18,7 +18,7 @@ from harness.runfolder import RunFolder
 
 def label(run_dir: Path, header: RunHeader) -> str:
     """'executorch 1.4.1' (+ the Vulkan runtime's source commit when it was there)."""
-    text = f"executorch {header.executorch}"
+    text = header.executorch_label  # at a tree (run --executorch): its commit too
     source = (header.vulkan or {}).get("source_commit")
     return text + (f" (vulkan runtime {source[:10]})" if source else "")
 

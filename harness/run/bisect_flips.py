@@ -1,0 +1,212 @@
+"""``harness bisect --run-diff A B --source GITDIR --out DIR``: every cell that flipped between two
+runs at ExecuTorch commits (``harness run --executorch``), bisected to its first commit.
+
+1. The two runs name their commits (run.json's ``executorch_tree``); A's must be an ancestor of
+   B's, and neither may be dirty (uncommitted changes are in no commit to find).
+2. ``results.diff`` lists the cells that moved (``FLIP_CHANGES``). Cells of one
+   lane with the same old -> new status pair and the same culprit component are one *flip*: one
+   ``git bisect run`` on its first cell (``bisect.run``, each step ``bisect_step``), the others
+   named beside it. A flip whose ends do not reproduce (an outcome the step reads differently,
+   an end that cannot be evaluated faithfully) says so and is not guessed.
+3. What the bisects share: each commit's Vulkan plug-in is built once (``git_source.build_vulkan``
+   keeps it per commit) and every step of every flip is in ``DIR/steps-all.json``.
+4. ``DIR/bisect.json``: the runs, the range, every flip (cells, lane, old -> new, direction,
+   first commit with PR, steps, seconds, its own folder ``flip-K/``); ``NEW_RUN/flips.json``
+   holds the same table for the new run's report; the console ends with the table
+   "cells -> first commit (PR), regression or fix".
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from harness.runtimes.git_source import GitError, Repo
+
+# the diff's kinds a flip is made of: status moves, and the ones where one side did not execute
+# (at a tree whose XNNPACK runtime is not shown equal to the wheel's, a delegated cell is
+# NO_RUNTIME: DELEGATED -> NOT_DELEGATED is still a lowering flip) or only delegation moved
+FLIP_CHANGES = ("regressed", "fixed", "changed", "unexecuted", "delegation")
+FLIPS_FILE = "flips.json"  # in the new run's folder: the table its report shows
+
+
+class FlipError(ValueError):
+    """Bad input (runs not at commits, commits not in order): one line."""
+
+
+@dataclass
+class Flip:
+    backend: str
+    fixes: str
+    old: str
+    new: str
+    component: str
+    change: str
+    cells: list = field(default_factory=list)   # case ids, the first one bisected
+    direction: str = ""
+    first_commit: dict | None = None
+    range: list = field(default_factory=list)   # candidates skips left
+    stage: str = ""
+    steps: int = 0
+    skipped: int = 0
+    seconds: float = 0.0
+    error: str = ""                             # why this flip has no first commit
+    folder: str = ""
+
+    @property
+    def lane(self) -> str:
+        return self.backend + (f"+{self.fixes}" if self.fixes else "")
+
+    def line(self) -> str:
+        """'case (+N more) lane OLD -> NEW: first commit SHA subject (#PR), regression'."""
+        cells = self.cells[0] + (f" (+{len(self.cells) - 1} more)" if len(self.cells) > 1 else "")
+        head = f"{cells} [{self.lane}] {self.old} -> {self.new}"
+        if self.first_commit:
+            c = self.first_commit
+            pr = f" (#{c['pr']})" if c.get("pr") and f"(#{c['pr']})" not in c["subject"] else ""
+            return f"{head}: {c['commit'][:12]} {c['subject'][:70]}{pr}, {self.direction}"
+        if self.range:
+            return (f"{head}: one of {len(self.range)} commits (skips leave a range: "
+                    f"{', '.join(r['commit'][:12] for r in self.range[:4])}), {self.direction}")
+        return f"{head}: not bisected ({self.error})"
+
+
+def commit_of(run: Path) -> dict:
+    """The run's ExecuTorch tree record; FlipError unless it is a clean commit."""
+    from harness.runfolder import RunFolder
+
+    try:
+        header = RunFolder(run).header()
+    except ValueError as e:
+        raise FlipError(str(e)) from None
+    tree = header.executorch_tree
+    if not tree or not tree.get("commit"):
+        raise FlipError(f"{run} is not a run at an ExecuTorch commit (run it with harness run "
+                        f"--executorch REF --source GITDIR or --executorch-tree DIR)")
+    if tree.get("dirty") is not False:
+        raise FlipError(f"{run} ran at {tree.get('label')}: uncommitted changes are in no commit "
+                        f"to bisect to")
+    return tree
+
+
+def group(table) -> list[Flip]:
+    """The diff's flipped cells -> one Flip per (lane, old, new, component), largest first."""
+    flips: dict[tuple, Flip] = {}
+    for r in table[table["change"].isin(FLIP_CHANGES)].to_dict(orient="records"):
+        comp = r.get("component_new") or r.get("component_old") or ""
+        comp = comp if isinstance(comp, str) else ""
+        fixes = r["fixes"] if isinstance(r["fixes"], str) else ""
+        key = (r["backend"], fixes, r["old"], r["new"], comp)
+        flips.setdefault(key, Flip(r["backend"], fixes, r["old"], r["new"], comp, r["change"]))
+        flips[key].cells.append(r["case_id"])
+    return sorted(flips.values(), key=lambda f: (-len(f.cells), f.backend, f.fixes, f.old, f.new))
+
+
+def flips_between(old_run: Path, new_run: Path) -> list[Flip]:
+    from harness.results import matrix
+    from harness.results.diff import diff
+
+    try:
+        old, new = matrix.read(old_run), matrix.read(new_run)
+    except ValueError as e:
+        raise FlipError(str(e)) from None
+    table = diff(old, new)
+    comp = ["component"] if "component" in old and "component" in new else []
+    if comp:  # the culprit of each side, for the grouping
+        keys = ["case_id", "backend", "fixes"]
+        table = table.merge(old[keys + comp].rename(columns={"component": "component_old"}),
+                            on=keys, how="left")
+        table = table.merge(new[keys + comp].rename(columns={"component": "component_new"}),
+                            on=keys, how="left")
+    return group(table)
+
+
+def run(old_run: Path, new_run: Path, source: Path, out: Path, cache: str | None = None,
+        stage: str | None = None, log=print, limit: int | None = None) -> dict:
+    """Bisect every flip between the two runs (see the module doc) -> bisect.json's content."""
+    from harness.results.diff import run_label
+    from harness.run import bisect
+    from harness.run.bisect_step import CellEvaluator, CellSpec
+    from harness.runfolder import RunFolder
+
+    t0 = time.perf_counter()
+    a, b = commit_of(old_run), commit_of(new_run)
+    try:
+        repo = Repo(source)
+        good, bad = repo.rev(a["commit"]), repo.rev(b["commit"])
+    except GitError as e:
+        raise FlipError(str(e)) from None
+    if good == bad:
+        raise FlipError(f"both runs are at {good[:12]}: nothing to bisect")
+    if not repo.is_ancestor(good, bad):
+        raise FlipError(f"{old_run}'s commit {good[:12]} is not an ancestor of {new_run}'s "
+                        f"{bad[:12]}: name the older run first")
+    flips = flips_between(old_run, new_run)
+    try:
+        cases = {c.case_id: c for c in RunFolder(new_run).cases()}
+    except ValueError as e:
+        raise FlipError(str(e)) from None
+    out.mkdir(parents=True, exist_ok=True)
+    n = repo.count(good, bad)
+    log(f"bisect --run-diff: {sum(len(f.cells) for f in flips)} flipped cells in {len(flips)} "
+        f"flips, {n} commits in {good[:12]}..{bad[:12]}")
+    every_step = []
+    for k, flip in enumerate(flips[:limit] if limit else flips, 1):
+        folder = out / f"flip-{k}"
+        folder.mkdir(parents=True, exist_ok=True)
+        flip.folder = folder.name
+        case = cases.get(flip.cells[0])
+        if case is None:
+            flip.error = f"case {flip.cells[0]} is not in {new_run / 'cases.json'}"
+            continue
+        (folder / "cell.json").write_text(json.dumps([case.to_dict()], indent=1) + "\n")
+        spec = CellSpec(str(folder / "cell.json"), case.case_id, flip.backend.split("@")[0],
+                        tuple(f for f in flip.fixes.split(",") if f))
+        ev = CellEvaluator(spec, repo, folder / ".work" / "ends", cache)
+        ev.origin = {"run": str(Path(new_run).resolve()), "finding": None,
+                     "case_id": case.case_id}
+        log(f"flip {k}/{len(flips)}: {flip.lane} {flip.old} -> {flip.new}, {len(flip.cells)} "
+            f"cell(s), bisecting {case.case_id}")
+        t = time.perf_counter()
+        try:
+            result = bisect.run(ev, repo, good, bad, folder, stage, log=lambda s: log("  " + s))
+        except (bisect.BisectError, GitError) as e:
+            flip.error = str(e)
+            flip.seconds = round(time.perf_counter() - t, 1)
+            log(f"  not bisected: {e}")
+            continue
+        flip.direction, flip.stage = result["direction"], result["stage"]
+        flip.first_commit, flip.range = result["first_commit"], result["range"]
+        flip.steps, flip.skipped = result["evaluated_steps"], result["skipped_steps"]
+        flip.error = result.get("error", "")
+        flip.seconds = round(time.perf_counter() - t, 1)
+        every_step += [{**s, "flip": k} for s in result["steps"]]
+    evaluated = {(s["commit"]) for s in every_step if s.get("outcome") is not None}
+    summary = {
+        "tool": "harness bisect --run-diff",
+        "old_run": {"dir": str(Path(old_run).resolve()), "label": run_label(old_run),
+                    "commit": good},
+        "new_run": {"dir": str(Path(new_run).resolve()), "label": run_label(new_run),
+                    "commit": bad},
+        "source": str(source), "commits": n,
+        "flips": [{**asdict(f), "lane": f.lane, "line": f.line()} for f in flips],
+        "cells": sum(len(f.cells) for f in flips),
+        "evaluated_steps": sum(f.steps for f in flips),
+        "distinct_commits_evaluated": len(evaluated),
+        "seconds": round(time.perf_counter() - t0, 1),
+    }
+    (out / "steps-all.json").write_text(json.dumps(every_step, indent=1, default=str) + "\n")
+    (out / "bisect.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")
+    (Path(new_run) / FLIPS_FILE).write_text(json.dumps(
+        {**summary, "bisect_dir": str(out.resolve())}, indent=1, default=str) + "\n")
+    return summary
+
+
+def table_lines(summary: dict) -> list[str]:
+    """The console's table: one line per flip (cells that flip for one commit are one line)."""
+    lines = [f"{summary['old_run']['label']} -> {summary['new_run']['label']}: "
+             f"{summary['cells']} flipped cells, {len(summary['flips'])} flips"]
+    lines += [f"  {f['line']}" for f in summary["flips"]]
+    return lines
