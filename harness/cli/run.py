@@ -17,6 +17,9 @@ def add_parsers(sub) -> None:
                    'of them together and each alone: what every fix changes by itself)')
     r.add_argument("--profile", choices=["ci", "nightly"], default="ci")
     r.add_argument("--max-examples", type=int, help="generated cases (default: by profile)")
+    r.add_argument("--large-rate", type=float, metavar="SHARE",
+                   help="share of generated cases from the size axis (long reductions, texture "
+                   "limits; default by profile: ci 0, nightly 0.1); > 0 adds the size strata")
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--cases", nargs="+", default=[], metavar="FILE.json",
                    help="case files (JSON lists of ConvCase objects) run besides generated ones")
@@ -221,6 +224,8 @@ def _config(args, backends: list[str], fixes: list[str], fixes_each: bool):
         raise UsageError(str(e)) from None
     if args.steer < 0:
         raise UsageError("run: --steer must be >= 0")
+    if args.large_rate is not None and not 0 <= args.large_rate <= 1:
+        raise UsageError(f"run: --large-rate must be between 0 and 1, not {args.large_rate}")
     return runner.RunConfig(backends=backends, fixes=fixes, profile=args.profile,
                             max_examples=n, seed=args.seed, case_files=list(args.cases),
                             timeout=args.timeout, jobs=jobs, cache_dir=cache_dir,
@@ -233,7 +238,9 @@ def _all_cases(args, listed: list, n: int) -> list:
     from harness.generation import generate
 
     known = {c.case_id for c in listed}
-    cases = listed + [c for c in generate.generate(n, args.seed) if c.case_id not in known]
+    rate = generate.LARGE_RATE[args.profile] if args.large_rate is None else args.large_rate
+    cases = listed + [c for c in generate.generate(n, args.seed, large_rate=rate)
+                      if c.case_id not in known]
     if args.steer:
         from harness.generation.steering import steer
 

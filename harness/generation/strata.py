@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 
 from hypothesis import strategies as st
 
+from harness.generation.strategies import large_cases
 from harness.spec import ConvCase
 
 # Channel structures a row may ask for.
@@ -58,6 +59,7 @@ class Stratum:
     padding_mode: str = "zeros"
     dtypes: tuple = ("float32",)
     context: bool = False    # draw a model-like epilogue (conv -> bn -> relu, residual add)
+    size: str = ""           # a size stratum: a kind of strategies.large_cases ("" = small)
 
     @property
     def axes(self) -> tuple:
@@ -137,8 +139,27 @@ BY_SHAPE = {
 STRATA = [replace(row, families=row.families + BY_SHAPE.get(i, ())) for i, row in enumerate(STRATA)]
 
 
+# The size strata (issue 46): drawn after STRATA by a profile with a size axis (the nightly's
+# generate.LARGE_RATE), never by the quick default. Each reaches the size-dependent code of the
+# delegates on every seed: a reduction past strategies.LONG_REDUCTION terms (XNNPACK's and
+# Vulkan's long accumulations; with C_out >= 128 Vulkan's im2col + GEMM route, whose packed
+# weight passes the 2D texture limit from 65536 terms), and an input past a texture limit
+# (strategies.TEXTURE_LIMITS: 2048, lavapipe's 3D 4096, the partitioner's 16384). A row pins what
+# would hide the size (batch 1 and float32: Vulkan's batch-1 rule, bf16 left undelegated; zeros
+# padding, not transposed, contiguous); it names no family yet.
+SIZE_STRATA = [
+    Stratum("int", 2, None, (), size="reduction"),
+    Stratum("tuple", 2, None, (), size="texture"),
+]
+
+
 def stratum(row: Stratum) -> st.SearchStrategy:
     """Cases of one row (Hypothesis draws everything the row leaves open)."""
+    if row.size:
+        return large_cases(kinds=(row.size,), dims=(row.dim,), quant=st.just(row.quant),
+                           transposed=st.just(row.transposed), dtypes=st.sampled_from(row.dtypes),
+                           padding_modes=st.just(row.padding_mode), batch=st.sampled_from(row.batch),
+                           spellings=(row.spelling,), memory_formats=st.just("contiguous"))
     return row_cases(row)
 
 

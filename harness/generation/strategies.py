@@ -305,9 +305,330 @@ def quant_cases(schemes=("int8_per_tensor", "int8_per_channel")):
     return conv_cases(quant=st.sampled_from(schemes), transposed=st.just(False))
 
 
-def mixed_cases():
-    """The default generator of ``harness run``: fp32 and int8 cases together."""
-    return st.one_of(conv_cases(), quant_cases())
+def mixed_cases(large_rate: float = 0.0):
+    """The default generator of ``harness run``: fp32 and int8 cases together; with
+    ``large_rate`` > 0 (the nightly profile), that share of the cases comes from
+    ``large_cases`` (the size axis). At 0 nothing more is drawn: the same cases as before."""
+    small = st.one_of(conv_cases(), quant_cases())
+    if large_rate <= 0:
+        return small
+    return _sized(small, large_cases(quant=st.sampled_from(LARGE_QUANT)), large_rate)
 
 
 # The strata a run starts with (a fair first look, every known finding family): strata.py.
+
+
+# --- The size axis (issue 46): the sizes real models use -----------------------------------------
+#
+# The draws above keep channels, kernels and spatial sizes small: the reduction length K (input
+# channels per group x kernel volume) stays in the hundreds and no tensor comes near a texture
+# limit. ``large_cases`` draws the sizes where a delegate's size-dependent code runs, each case
+# under a compute budget by construction (every size is drawn below the largest that still fits
+# with the sizes not drawn yet at their smallest: never a filter, and shrinking goes to the small
+# end of each range):
+#   "reduction": K > LONG_REDUCTION (100k terms: 2-D kernels 7..11, 3-D 5..7, up to 2048 input
+#                channels per group), C_out up to 256 (Vulkan's im2col route from 128);
+#   "channels":  64..2048 channels (grouped, depthwise too), kernels 1..11, moderate spatial sizes;
+#   "texture":   one spatial size just past a texture limit (TEXTURE_LIMITS), few channels.
+LARGE_CHANNELS = 2048
+LARGE_KERNEL = 11
+LONG_REDUCTION = 100_000
+# Per case: multiply-accumulates (batch x C_out x output positions x K; a transposed conv's
+# scatter counted the same way) and bytes of input + output + weights (+ residuals) at 4 bytes
+# an element, at the case's largest (dynamic) size. A case this size lowers and runs in seconds
+# on XNNPACK and on lavapipe (docs/generation.md, "Sizes").
+MAX_MACS = 300_000_000
+MAX_BYTES = 64 * 2**20
+# Texture extents that decide what the Vulkan delegate does with a tensor: 2048 the Vulkan
+# spec's minimum maxImageDimension3D (and the partitioner's texture z limit,
+# backends/vulkan/utils.py DEFAULT_TEXTURE_LIMITS = (16384, 16384, 2048); SMALL_TEXTURE_LIMITS
+# 2048 each); 4096 lavapipe's maxImageDimension3D (vulkaninfo; the runtime checks it only in a
+# VULKAN_DEBUG build, api/containers/Tensor.cpp); 16384 maxImageDimension2D here and the
+# partitioner's x / y limit (past it a tensor cannot be a texture at all).
+TEXTURE_LIMITS = (2048, 4096, 16384)
+IM2COL_MIN_COUT = 128  # Convolution.cpp kIm2colMinCOut: the im2col + GEMM route from here
+SIZE_KINDS = ("reduction", "channels", "texture")
+LARGE_QUANT = [None, None, "int8_per_tensor", "int8_per_channel"]
+
+
+def reduction_length(case: ConvCase) -> int:
+    """K: the terms summed into each output element (input channels per group x kernel
+    volume; a transposed conv's upper bound)."""
+    return case.in_channels // case.groups * math.prod(case.spatial("kernel_size"))
+
+
+def _largest_shapes(case: ConvCase) -> list:
+    """The input shapes the case runs at: its own, and every dynamic size."""
+    return [case.input_shape, *case.dynamic_sizes]
+
+
+def macs(case: ConvCase) -> int:
+    """Multiply-accumulates of the conv at its largest size."""
+    kvol = math.prod(case.spatial("kernel_size"))
+    most = 0
+    for shape in _largest_shapes(case):
+        at = case.at_size(shape) if case.dynamic != "none" else case
+        conv_in, out = at.conv_input_shape(), at.output_shape()
+        if case.transposed:  # every input element scatters C_out/groups x kernel terms
+            n = conv_in[0] * case.in_channels * math.prod(conv_in[2:]) \
+                * (case.out_channels // case.groups) * kvol
+        else:
+            n = out[0] * case.out_channels * math.prod(out[2:]) * reduction_length(case)
+        most = max(most, n)
+    return most
+
+
+def footprint(case: ConvCase) -> int:
+    """Bytes of input, output, weights and residuals at 4 bytes an element, largest size."""
+    weight = case.out_channels * reduction_length(case) + (case.out_channels if case.bias else 0)
+    most = 0
+    for shape in _largest_shapes(case):
+        at = case.at_size(shape) if case.dynamic != "none" else case
+        out = math.prod(at.output_shape())
+        most = max(most, math.prod(at.conv_input_shape()) + out * (1 + case.residual_count()))
+    return 4 * (most + weight)
+
+
+def within_budget(case: ConvCase) -> bool:
+    return macs(case) <= MAX_MACS and footprint(case) <= MAX_BYTES
+
+
+def texture_extents(case: ConvCase) -> dict:
+    """{tensor: (x, y, z)} of the Vulkan images the conv's float tensors need, as the
+    partitioner lays them out (backends/vulkan/op_registry.py pick_conv_storage: channels-packed,
+    a pointwise or depthwise conv1d height-packed; utils.required_image_extents), and the GEMM
+    route's packed weight (Conv2dGemm.cpp prepack_conv2d_gemm_weight: align4(C_out) wide, K4 =
+    ceil(kernel volume x align4(C_in) / 4) high, a texture2d it checks against the device's 2D
+    limit). A 3-D conv has none (5-D tensors are not textures). Largest size."""
+    if case.dim == 3:
+        return {}
+    up4 = lambda n: -(-n // 4)  # noqa: E731
+    k = case.spatial("kernel_size")
+    pointwise_or_dw = case.dim == 1 and (k == (1,) or case.groups == case.in_channels
+                                         == case.out_channels)
+    extents = {}
+    for shape in _largest_shapes(case):
+        at = case.at_size(shape) if case.dynamic != "none" else case
+        for name, (n, c, *sp) in (("input", at.conv_input_shape()), ("output", at.output_shape())):
+            if case.dim == 2:
+                ext = (sp[1], sp[0], up4(c) * n)
+            elif pointwise_or_dw:
+                ext = (sp[0], up4(c), n)
+            else:
+                ext = (sp[0], c, up4(n))
+            extents[name] = tuple(max(a, b) for a, b in zip(extents.get(name, ext), ext))
+    d = case.spatial("dilation")
+    if (case.dim == 2 and not case.transposed and case.groups == 1 and set(d) == {1}
+            and k != (1, 1) and case.out_channels >= IM2COL_MIN_COUT):
+        k_total = math.prod(k) * 4 * up4(case.in_channels)
+        extents["gemm weight"] = (4 * up4(case.out_channels), up4(k_total), 1)
+    return extents
+
+
+def texture_extent(case: ConvCase) -> int:
+    """The largest extent of any of the case's Vulkan images (0 for a 3-D conv)."""
+    return max((e for ext in texture_extents(case).values() for e in ext), default=0)
+
+
+def crossed_limits(case: ConvCase) -> tuple:
+    """The TEXTURE_LIMITS some image of the case exceeds."""
+    extent = texture_extent(case)
+    return tuple(limit for limit in TEXTURE_LIMITS if extent > limit)
+
+
+def size_class(case: ConvCase) -> str:
+    """The case's place on the size axis: "texture" (some image past a texture limit),
+    "reduction" (K > LONG_REDUCTION), "wide" (64+ input channels: the generator's small draws
+    have at most 16) or "small". Every ``large_cases`` draw is one of the first three."""
+    if crossed_limits(case):
+        return "texture"
+    if reduction_length(case) > LONG_REDUCTION:
+        return "reduction"
+    return "wide" if case.in_channels >= 64 else "small"
+
+
+@st.composite
+def _sized(draw, small: st.SearchStrategy, large: st.SearchStrategy, rate: float):
+    """``large`` in about ``rate`` of the draws, else ``small`` (small first: shrinking goes
+    there)."""
+    share = round(rate * 20)
+    flag = draw(st.sampled_from([False] * (20 - share) + [True] * share))
+    return draw(large if flag else small)
+
+
+def _out_size(size: int, pads: tuple, extent: int, stride: int, transposed: bool, op: int) -> int:
+    if transposed:
+        return (size - 1) * stride - pads[0] - pads[1] + extent + op
+    return (size + pads[0] + pads[1] - extent) // stride + 1
+
+
+def _cost(p: dict) -> tuple:
+    """(MACs, bytes) of a plan: batch, cin, cout, groups, kvol, sizes and per-dimension pads,
+    extents, strides, output paddings (the same arithmetic as ``macs`` / ``footprint``)."""
+    outs = [_out_size(s, pd, e, st_, p["transposed"], op) for s, pd, e, st_, op in
+            zip(p["sizes"], p["pads"], p["extents"], p["strides"], p["output_padding"])]
+    n, cin, cout, g, kvol = p["batch"], p["cin"], p["cout"], p["groups"], p["kvol"]
+    if p["transposed"]:
+        m = n * cin * math.prod(p["sizes"]) * (cout // g) * kvol
+    else:
+        m = n * cout * math.prod(outs) * (cin // g) * kvol
+    out = n * cout * math.prod(outs)
+    weight = cout * (cin // g) * kvol + cout
+    return m, 4 * (n * cin * math.prod(p["sizes"]) + out * (1 + p["residuals"]) + weight)
+
+
+def _fits(p: dict) -> bool:
+    m, b = _cost(p)
+    return m <= MAX_MACS and b <= MAX_BYTES
+
+
+def _largest(p: dict, key, lo: int, hi: int, index: int | None = None) -> int:
+    """The largest value in [lo, hi] of ``p[key]`` (or ``p[key][index]``) with the plan within
+    the budget; lo when none is (the cost grows with every size: a binary search)."""
+    def at(v):
+        q = dict(p)
+        if index is None:
+            q[key] = v
+        else:
+            q[key] = list(p[key])
+            q[key][index] = v
+        return q
+    if hi <= lo or _fits(at(hi)):
+        return max(lo, hi)
+    good, bad = lo, hi
+    while bad - good > 1:
+        mid = (good + bad) // 2
+        good, bad = (mid, bad) if _fits(at(mid)) else (good, mid)
+    return good
+
+
+@st.composite
+def large_cases(draw, *, kinds=SIZE_KINDS, dims=(1, 2, 3), quant=st.just(None),
+                transposed=st.booleans(), dtypes=st.sampled_from(DTYPES),
+                padding_modes=st.sampled_from(PADDING_MODES), batch=st.sampled_from(BATCHES),
+                limits=TEXTURE_LIMITS, spellings=None, memory_formats=None):
+    """A case of the size axis (one of ``kinds``), within MAX_MACS and MAX_BYTES by
+    construction. ``limits``: the texture limits a "texture" case crosses (one drawn);
+    ``spellings``: the padding spellings to draw from (default: all a case may take). No
+    dynamic shapes (a dynamic size would leave the sizes drawn here) and no prologue."""
+    kind = draw(st.sampled_from(kinds))
+    allowed = {"reduction": (2, 3), "texture": (1, 2), "channels": (1, 2, 3)}[kind]
+    dim = draw(st.sampled_from([d for d in dims if d in allowed for _ in range(DIM_WEIGHTS[d])]
+                               or [d for d in dims for _ in range(DIM_WEIGHTS[d])]))
+    is_t = draw(transposed)
+    q = draw(quant)
+    dtype = draw(dtypes)
+    dtype = "float32" if q else dtype
+    mode = draw(padding_modes)
+    mode = "zeros" if is_t else mode
+
+    # the structure and the kernel
+    if kind == "reduction":
+        groups, depthwise = draw(st.sampled_from([1, 1, 2])), False
+        k_lo, k_hi = (7, LARGE_KERNEL) if dim == 2 else (5, 7)
+    elif kind == "channels":
+        groups = draw(st.sampled_from([1, 1, 2, 4, 8]))
+        depthwise = draw(st.booleans()) and not is_t
+        k_lo, k_hi = 1, (LARGE_KERNEL if dim < 3 else 3)
+    else:
+        groups, depthwise = draw(st.sampled_from([1, 1, 2, 3, 4])), False
+        k_lo, k_hi = 1, LARGE_KERNEL
+    kernel = draw(_per_dim(dim, st.integers(k_lo, k_hi), spell_short=False))
+    dilation = draw(_per_dim(dim, st.integers(1, 2 if kind == "reduction" or dim == 3 else 3)))
+    k, d = spatial(kernel, dim), spatial(dilation, dim)
+    kvol = math.prod(k)
+
+    # the padding spelling, stride and padding (as conv_cases draws them)
+    kinds_ = ["int", "tuple", "list1"] + ([] if is_t else ["valid", "same"])
+    if mode != "zeros" and dim > 1:
+        kinds_.remove("list1")
+    if spellings is not None:
+        kinds_ = [k for k in kinds_ if k in spellings] or list(spellings)
+    padding_kind = draw(st.sampled_from(kinds_))
+    stride = draw(_per_dim(dim, st.integers(1, 3)))
+    stride = 1 if padding_kind == "same" else stride
+    if mode != "zeros" and padding_kind == "same" and isinstance(dilation, tuple) and dim > 1:
+        dilation = spatial(dilation, dim)  # PyTorch's zip(dilation, kernel_size) quirk
+    values = st.integers(0, max(3, max(k) // 2))
+    padding = draw({"int": values, "list1": values.map(lambda p: (p,)),
+                    "tuple": st.tuples(*[values] * dim)}.get(padding_kind, values))
+    padding = padding_kind if padding_kind in ("valid", "same") else padding
+    s = spatial(stride, dim)
+    p = (0,) * dim if padding in ("valid", "same") else spatial(padding, dim)
+    output_padding = draw(_output_padding(dim, s, d)) if is_t else 0
+    op = spatial(output_padding, dim) if is_t else (0,) * dim
+    extents = [d[i] * (k[i] - 1) + 1 for i in range(dim)]
+    pads = [same_pads(e - 1) if padding == "same" else (p[i], p[i])
+            for i, e in enumerate(extents)]
+    low = []
+    for i in range(dim):
+        if is_t:
+            low.append(max(1, math.ceil((2 * p[i] - extents[i] + 1) / s[i]) + 1))
+        else:
+            lo = max(1, extents[i] - 2 * p[i]) if padding != "same" else 1
+            low.append(max(lo, _fits_mode(mode, padding, extents[i], p[i])))
+    epilogue = draw(_epilogue())
+
+    plan = {"transposed": is_t, "batch": 1, "groups": groups, "kvol": kvol, "sizes": list(low),
+            "pads": pads, "extents": extents, "strides": list(s), "output_padding": list(op),
+            "residuals": sum(o == "add" for o in epilogue)}
+    # the texture case's size first: one spatial size just past a limit
+    if kind == "texture":
+        axis = draw(st.sampled_from(list(range(dim))[::-1]))  # the width first
+        limit = draw(st.sampled_from(list(limits)))
+        plan["sizes"][axis] = max(low[axis], limit + draw(st.integers(1, 16)))
+    # then the channels, the batch and the other sizes, each the largest that fits at most
+    if depthwise:  # cin = cout = groups (times a channel multiplier)
+        g_hi = _largest_dw(plan, LARGE_CHANNELS)
+        groups = draw(st.integers(min(64, g_hi), g_hi))
+        plan.update(groups=groups, cin=groups, cout=groups)
+        mult = min(draw(st.integers(1, 2)), LARGE_CHANNELS // groups)
+        mult = _largest(plan, "cout", groups, groups * mult) // groups
+        in_ch, out_ch = groups, groups * mult
+        plan["cout"] = out_ch
+    else:
+        if kind == "reduction":
+            need = -(-(LONG_REDUCTION + 1) // kvol)
+            if need > LARGE_CHANNELS // groups:
+                groups = 1
+            lo_pg, hi_pg = min(need, LARGE_CHANNELS // groups), LARGE_CHANNELS // groups
+        elif kind == "channels":
+            lo_pg, hi_pg = max(1, 64 // groups), LARGE_CHANNELS // groups
+        else:
+            lo_pg, hi_pg = 1, 8
+        plan.update(groups=groups, cout=groups)
+        hi_pg = _largest({**plan, "cin": groups * hi_pg}, "cin", groups * lo_pg,
+                         groups * hi_pg) // groups
+        in_pg = draw(st.integers(lo_pg, max(lo_pg, hi_pg)))
+        plan["cin"] = in_ch = groups * in_pg
+        out_hi = {"reduction": 256, "channels": LARGE_CHANNELS, "texture": 8 * groups}[kind]
+        out_hi = _largest(plan, "cout", groups, max(groups, out_hi)) // groups
+        out_ch = groups * draw(st.integers(1, max(1, out_hi)))
+        plan["cout"] = out_ch
+    plan["batch"] = n = _largest(plan, "batch", 1, draw(batch))
+    extra = {"reduction": 4, "channels": 48, "texture": 4}[kind]
+    for i in range(dim):
+        if kind == "texture" and i == axis:
+            continue
+        hi = _largest(plan, "sizes", low[i], low[i] + extra, index=i)
+        plan["sizes"][i] = draw(st.integers(low[i], hi))
+    case = ConvCase(
+        dim=dim, transposed=is_t, in_channels=in_ch, out_channels=out_ch, kernel_size=kernel,
+        stride=stride, padding=padding, padding_mode=mode, dilation=dilation,
+        output_padding=output_padding, groups=groups, bias=draw(st.booleans()),
+        input_shape=(n, in_ch, *plan["sizes"]), dtype=dtype, quant=q, epilogue=epilogue,
+    )
+    return draw(_layout(case, memory_formats, st.just("none")))
+
+
+def _largest_dw(plan: dict, most: int) -> int:
+    """The largest depthwise channel count (cin = cout = groups) within the budget."""
+    def at(g):
+        return {**plan, "groups": g, "cin": g, "cout": g}
+    if _fits(at(most)):
+        return most
+    good, bad = 1, most
+    while bad - good > 1:
+        mid = (good + bad) // 2
+        good, bad = (mid, bad) if _fits(at(mid)) else (good, mid)
+    return good
