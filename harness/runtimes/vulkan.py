@@ -276,11 +276,11 @@ def _build_locked(wheel, src, root: Path, jobs, cache, log, chosen=(), install=T
     key = _inputs_key(wheel, src, applied)
     dest = root / dest_name(wheel, src, applied)
     found = Manifest.read(dest / "manifest.json")
-    if found and found.inputs_key == key and Path(found.library).exists() \
-            and _sha256(Path(found.library)) == found.library_sha256:
+    if found and found.inputs_key == key and intact(found, warn=True):
         if not found.source_copy.is_file():  # an entry from before entries kept their source
             _keep_source(src, dest)
         found.cached = True
+        os.utime(dest)  # last use, for `harness cache prune` (least recently used first)
         return found
 
     jobs = jobs or len(os.sched_getaffinity(0))
@@ -529,7 +529,35 @@ def installed(cache: str | None = None, patches=()) -> Manifest | None:
         return None
     found = [m for m in built(cache) if m.executorch_version == wheel.version
              and m.executorch_git_version == wheel.git_version and sorted(m.patch_names) == want]
-    return max(found, key=lambda m: (m.source_exact, m.built_at)) if found else None
+    for m in sorted(found, key=lambda m: (m.source_exact, m.built_at), reverse=True):
+        if intact(m, warn=True):  # a corrupt library is a miss, never loaded
+            try:
+                os.utime(m.folder)  # last use, for `harness cache prune`
+            except OSError:
+                pass
+            return m
+    return None
+
+
+_INTACT: dict = {}  # (library, size, mtime) -> whether its sha256 matched: checked once a process
+
+
+def intact(m: Manifest, warn: bool = False) -> bool:
+    """Whether the entry's library is there with the sha256 its manifest recorded. ``warn``:
+    a mismatch says one line on stderr naming the entry (a rebuild replaces it)."""
+    lib = Path(m.library)
+    try:
+        st = lib.stat()
+    except OSError:
+        return False
+    k = (str(lib), st.st_size, st.st_mtime_ns)
+    if k not in _INTACT:
+        _INTACT[k] = _sha256(lib) == m.library_sha256
+        if warn and not _INTACT[k]:
+            print(f"convconf: warning: cache entry {m.folder.name} (Vulkan plug-in): {LIBRARY} "
+                  f"does not match its sha256; not loaded (python -m harness runtime build vulkan "
+                  f"replaces it)", file=sys.stderr, flush=True)
+    return _INTACT[k]
 
 
 def built(cache: str | None = None) -> list[Manifest]:
