@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from harness.cli.cache import after_run as cache_after_run
 from harness.cli.common import (EXIT_FINDINGS, EXIT_OK, UsageError, check_known_issues,
                                 print_summary, say, shown, write_report)
 
@@ -98,6 +99,7 @@ def cmd_run(args) -> int:
 
         added = save_failures(df, cases, args.save_failures, shrunk)
         say(f"{shown(args.save_failures)}: {added} new failing case(s) added")
+    cache_after_run(config.cache_dir, df, out)  # hit/miss counts recorded, the max size kept
     return _exit_code(args, df, verdict)
 
 
