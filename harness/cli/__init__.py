@@ -17,6 +17,7 @@ from harness.cli import fixes
 from harness.cli import native
 from harness.cli import results
 from harness.cli import run
+from harness.cli import upstream
 from harness.chatter import hide_lowering_chatter
 from harness.cli.common import EXIT_USAGE, Parser, UsageError
 
@@ -24,7 +25,7 @@ from harness.cli.common import EXIT_USAGE, Parser, UsageError
 def build_parser() -> Parser:
     p = Parser(prog="harness")
     sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
-    for commands in (run, results, native, cases, fixes, bisect, cache):
+    for commands in (run, results, native, cases, fixes, bisect, cache, upstream):
         commands.add_parsers(sub)
     p.description = ("Command line: python -m harness COMMAND, where COMMAND is one of: "
                      + ", ".join(sub.choices) + ".")

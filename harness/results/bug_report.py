@@ -91,7 +91,7 @@ def _culprit(f: findings_mod.Finding, cell: CellResult) -> list[str]:
     return out
 
 
-def _title(f: findings_mod.Finding, cell: CellResult, case: ConvCase) -> str:
+def title(f: findings_mod.Finding, cell: CellResult, case: ConvCase) -> str:
     if "," in f.backend:  # a component the lanes share (a portable kernel, an exir pass)
         tag = f"[{(f.component or 'shared').split(':')[0]}]"
     else:
@@ -105,7 +105,7 @@ def _title(f: findings_mod.Finding, cell: CellResult, case: ConvCase) -> str:
     return f"{tag} {module_call(case)}: {what}"
 
 
-def _environment(header: RunHeader, cell: CellResult) -> list[str]:
+def environment(header: RunHeader, cell: CellResult) -> list[str]:
     v = header.versions
     lines = [f"- executorch {v.get('executorch', '?')}, torch {v.get('torch', '?')}, "
              f"Python {header.python or '?'}"
@@ -145,7 +145,7 @@ def _picture_link(run_dir: Path, f: findings_mod.Finding, out_file: Path | None)
     return Path(os.path.relpath(path.resolve(), out_file.resolve().parent)).as_posix()
 
 
-def _values(ev: dict | None, cell: CellResult) -> list[str]:
+def values_table(ev: dict | None, cell: CellResult) -> list[str]:
     """A few expected vs actual values of the first wrong output row (small outputs only)."""
     if not ev or "out" not in ev or "ref" not in ev:
         return []
@@ -257,10 +257,10 @@ def render(run_dir: str | os.PathLike, finding_id: str, out_file: Path | None = 
     picture = _picture_link(run_dir, f, out_file)
     ev = folder.evidence(cell.case_id, cell.backend, cell.fixes) if case == cell.case else None
 
-    md = [f"# {_title(f, cell, case)}", "",
+    md = [f"# {title(f, cell, case)}", "",
           f"*Found by convconf (finding `{f.id}`: {f.count} cell(s) of lane(s) "
           f"{', '.join(f.lanes)}; run `{folder.run_id}`, started {header.started or '?'}).*",
-          "", "## Environment", "", *_environment(header, cell), "",
+          "", "## Environment", "", *environment(header, cell), "",
           "## Upstream", ""]
     if f.known_issues:
         for k in f.known_issues:
@@ -291,7 +291,7 @@ def render(run_dir: str | os.PathLike, finding_id: str, out_file: Path | None = 
             md.append(f"- max |out - ref| = {cell.max_abs_error:.4g}"
                       + (f" (tolerance {cell.tolerance:.3g})" if cell.tolerance else ""))
         md.append(f"- where the output is wrong (fingerprint): **{cell.error_pattern or '-'}**")
-        md += _values(ev, cell)
+        md += values_table(ev, cell)
         if picture:
             md += ["", f"![|out - ref| of {cell.case_id}]({picture})", "",
                    f"(`{picture}`: |out - ref| per output channel tile, rows = height, "

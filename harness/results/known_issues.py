@@ -114,6 +114,12 @@ class KnownIssue:
     note: str
     error_pattern: Optional[str] = None  # regex on a MISMATCH's fingerprint text; None: any
     component: Optional[str] = None  # regex on the cell's culprit (stages/culprit.py); None: any
+    # where the bug is in ExecuTorch's source (issue 47): {"path", "line", "anchor", "commit",
+    # "why"}: the line at that commit, and the anchor text to find it again at another commit
+    source: Optional[dict] = dataclasses.field(default=None, hash=False)
+    # the tracker searches behind "not reported upstream": [{"date", "query", "result"}]
+    # (result: "none", or the URL of the thread that reports it)
+    searched: tuple = dataclasses.field(default=(), hash=False)
 
     @property
     def label(self) -> str:
@@ -161,8 +167,26 @@ def _condition(name: str, raw: Any, bad) -> tuple:
 
 
 # Fields an entry may leave out, and what that means.
-_OPTIONAL = {"error_pattern": None, "component": None}
-_CHECKS = {**_FIELDS, "error_pattern": _str_or_none, "component": _str_or_none}
+_OPTIONAL = {"error_pattern": None, "component": None, "source": None, "searched": []}
+
+
+def _source_ok(v: Any) -> bool:
+    return v is None or (isinstance(v, dict) and {"path", "line", "anchor", "commit"} <= set(v)
+                         <= {"path", "line", "anchor", "commit", "why"} and _int(v["line"])
+                         and all(isinstance(v[k], str) and v[k] for k in ("path", "anchor"))
+                         and re.fullmatch(r"[0-9a-f]{40}", str(v["commit"])) is not None
+                         and isinstance(v.get("why", ""), str))
+
+
+def _searched_ok(v: Any) -> bool:
+    return isinstance(v, list) and all(
+        isinstance(s, dict) and set(s) == {"date", "query", "result"}
+        and all(isinstance(s[k], str) and s[k] for k in s)
+        and (s["result"] == "none" or s["result"].startswith("https://")) for s in v)
+
+
+_CHECKS = {**_FIELDS, "error_pattern": _str_or_none, "component": _str_or_none,
+           "source": _source_ok, "searched": _searched_ok}
 
 
 def _entry(raw: Any, bad) -> KnownIssue:
@@ -179,6 +203,7 @@ def _entry(raw: Any, bad) -> KnownIssue:
         except re.error as e:
             raise bad(k, f"not a valid regex ({e})") from None
     return KnownIssue(**{**raw, "statuses": tuple(raw["statuses"]), "evidence": tuple(raw["evidence"]),
+                         "searched": tuple(raw["searched"]),
                          "when": tuple(_condition(n, v, bad) for n, v in sorted(raw["when"].items())),
                          "upstream": tuple(Upstream(**u) for u in raw["upstream"] or ())})
 

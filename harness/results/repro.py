@@ -81,3 +81,80 @@ def run_runtime_library(run_dir: Path, lane: Lane | None = None) -> str | None:
             if local in entry.get("lanes", ()) and entry.get("library"):
                 return entry["library"]
     return header.vulkan_runtime
+
+
+# Statuses the minimal script cannot state without the harness's own machinery: a static
+# contract verdict (the full script's make_ivec2 check), and a dynamic program's every-size loop.
+FULL_SCRIPT_STATUSES = (Status.CONTRACT_VIOLATION.value, Status.INVALID.value, Status.NO_RUNTIME.value)
+PARTITIONERS = {"xnnpack": ("executorch.backends.xnnpack.partition.xnnpack_partitioner",
+                            "XnnpackPartitioner"),
+                "vulkan": ("executorch.backends.vulkan.partitioner.vulkan_partitioner",
+                           "VulkanPartitioner")}
+LOADER_BEGIN, LOADER_END = "# --- plug-in loader", "# --- end of plug-in loader"
+
+
+def minimal_script(case: ConvCase, backend: str, status: str, detail: str = "",
+                   title: str = "") -> str:
+    """The shortest standalone script that shows ``status`` for ``case`` on the stock lane
+    (issue 47): the conv, its inputs, lower as ExecuTorch's docs do, run, compare; only what
+    the status needs (the try around lowering for a LOWER_ERROR, around execution for a
+    runtime error; no contract check). It prints expected vs actual at the worst element and
+    ``STATUS: <status>``. The Vulkan runtime plug-in is loaded from $VULKAN_RUNTIME when set
+    (no local path in the script). A case the minimal script cannot state (a dynamic
+    program, a contract verdict) gets ``script`` (the full one)."""
+    if case.dynamic != "none" or status in FULL_SCRIPT_STATUSES:
+        return script(case, backend, "", status, detail, None)
+    module, name = PARTITIONERS[backend]
+    lowp = case.dtype in ("float16", "bfloat16")
+    one_line = " ".join(detail.split())
+    return environment().get_template("upstream_repro.py.j2").render(
+        title=title or f"{backend}: {case.case_id}",
+        status=status, detail=one_line[:300], detail_short=one_line[:80].replace('"', "'"),
+        vulkan=backend == "vulkan", quant=case.quant, per_channel=case.quant == "int8_per_channel",
+        partitioner_module=module, partitioner=name, module_class=module_class(case).__name__,
+        kwargs=module_args(case), weight_seed=case_seed(case, "weights") % (2**63),
+        input_seed=case_seed(case, "inputs") % (2**63), input_shape=tuple(case.input_shape),
+        calib_seeds=[case_seed(case, "inputs") % (2**63)]
+        + [case_seed(case, f"calib{i}") % (2**63) for i in range(3)],
+        context=context_source(case) if case.has_context else None,
+        inputs_expr=inputs_expr(case, "inputs"),
+        calib_exprs=[inputs_expr(case, s) for s in ("inputs", "calib0", "calib1", "calib2")],
+        cl_input=case.memory_format != "contiguous", cl_module=case.module_channels_last,
+        cl_format="channels_last_3d" if case.dim == 3 else "channels_last",
+        lowp=lowp, dtype=case.dtype, low_precision_steps=LOW_PRECISION_STEPS.get(
+            getattr(torch, case.dtype)),
+        check_shape=status == Status.MISMATCH.value and "shape" in detail)
+
+
+MODULE_DEFAULTS = {"stride": 1, "padding": 0, "dilation": 1, "groups": 1, "bias": True,
+                   "padding_mode": "zeros", "output_padding": 0}
+
+
+def module_args(case: ConvCase) -> str:
+    """``4, 4, 7, padding=3, groups=4``: the module's arguments as PyTorch spells them, the
+    defaults left out."""
+    kw = module_kwargs(case)
+    head = [repr(kw.pop(k)) for k in ("in_channels", "out_channels", "kernel_size") if k in kw]
+    return ", ".join(head + [f"{k}={v!r}" for k, v in kw.items()
+                             if MODULE_DEFAULTS.get(k, object()) != v])
+
+
+def code_lines(text: str) -> int:
+    """A script's length as the issue counts it: lines of code, not blank, not comment-only,
+    outside the module docstring and the optional plug-in loader block."""
+    n, in_doc, in_loader = 0, False, False
+    for i, line in enumerate(text.splitlines()):
+        s = line.strip()
+        if i == 0 and s.startswith('"""'):
+            in_doc = not (len(s) > 3 and s.endswith('"""'))
+            continue
+        if in_doc:
+            in_doc = not s.endswith('"""')
+            continue
+        if s.startswith(LOADER_BEGIN) or s.startswith(LOADER_END):
+            in_loader = s.startswith(LOADER_BEGIN)
+            continue
+        if in_loader or not s or s.startswith("#"):
+            continue
+        n += 1
+    return n
