@@ -62,12 +62,14 @@ def script_of(markdown: str) -> str:
     return code
 
 
-def run_standalone(code: str, where: Path) -> list[str]:
-    """The script alone in a fresh process: its own folder, no convconf on the path."""
+def run_standalone(code: str, where: Path, run_dir: Path) -> list[str]:
+    """The script alone in a fresh process: its own folder, no convconf on the path, the
+    run's Vulkan plug-in named by $VULKAN_RUNTIME (the script holds no local path)."""
     where.mkdir(parents=True, exist_ok=True)
     path = where / "repro.py"
     path.write_text(code)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "CONVCONF_KNOWN_ISSUES")}
+    env["VULKAN_RUNTIME"] = json.loads((run_dir / "run.json").read_text())["vulkan_runtime"]
     proc = subprocess.run([sys.executable, "-I", str(path)], capture_output=True, text=True,
                           timeout=600, cwd=where, env=env)
     return [ln for ln in proc.stdout.splitlines() if ln.startswith("STATUS: ")]
@@ -99,7 +101,9 @@ def test_depthwise_edge_report(run_dir, tmp_path):
     assert "data-limited" in md  # one cell: the rule is a correlation over too little
     code = script_of(md)
     assert "import harness" not in code and "from harness" not in code
-    assert run_standalone(code, tmp_path / "fresh")[0].startswith("STATUS: MISMATCH")
+    assert "make_ivec2" not in code.split('"""')[2]  # the minimal reproducer: no contract check
+    assert str(run_dir) not in code and "/.cache/" not in code  # no local path
+    assert run_standalone(code, tmp_path / "fresh", run_dir)[0].startswith("STATUS: MISMATCH")
 
 
 def test_make_ivec2_report_names_the_upstream_issue(run_dir, tmp_path):
@@ -113,7 +117,8 @@ def test_make_ivec2_report_names_the_upstream_issue(run_dir, tmp_path):
     assert "[pytorch/executorch#22774](https://github.com/pytorch/executorch/issues/22774)" in md
     assert "None of this run's fix lanes clears it" in md  # the dw fix does not
     assert "![" not in md  # no picture for a runtime error
-    assert run_standalone(script_of(md), tmp_path / "fresh")[0].startswith("STATUS: RUNTIME_ERROR")
+    assert run_standalone(script_of(md), tmp_path / "fresh",
+                          run_dir)[0].startswith("STATUS: RUNTIME_ERROR")
 
 
 def test_releases_affected_from_bisect_runs(run_dir, tmp_path):

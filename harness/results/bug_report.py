@@ -252,8 +252,13 @@ def render(run_dir: str | os.PathLike, finding_id: str, out_file: Path | None = 
     else:
         case, case_note = cell.case, "the finding's representative (no shrunk case in this run)"
     lane = Lane.of(cell.backend, cell.fixes)
-    script = repro.script(case, lane.backend, cell.fixes, cell.status, cell.message,
-                          repro.run_runtime_library(run_dir))
+    if cell.fixes:  # a finding only a fix lane shows: the full script, with the fix
+        script = repro.script(case, lane.backend, cell.fixes, cell.status, cell.message,
+                              repro.run_runtime_library(run_dir))
+    else:  # the minimal reproducer (issue 47): only what this bug needs, no local path
+        last = cell.message.strip().splitlines()[-1] if cell.message.strip() else ""
+        script = repro.minimal_script(case, lane.backend, cell.status, repro.scrub(last),
+                                      repro.scrub(title(f, cell, case)))
     picture = _picture_link(run_dir, f, out_file)
     ev = folder.evidence(cell.case_id, cell.backend, cell.fixes) if case == cell.case else None
 
@@ -275,11 +280,15 @@ def render(run_dir: str | os.PathLike, finding_id: str, out_file: Path | None = 
            "(uniform in [-1, 1) / standard normal), so the numbers below are reproducible.",
            "", "Self-contained: needs torch and executorch only"
            + (" (and convconf's fix, which this lane ran with)" if cell.fixes else "")
-           + ". It prints `STATUS: <status>`."
-           + (" For Vulkan it needs a runtime with VulkanBackend registered: it loads the "
-              "plug-in named by `CONVCONF_VULKAN_RUNTIME` (default: the one this run used) "
-              "into the wheel's runtime; without one it says NO_RUNTIME." if lane.backend == "vulkan"
-              else ""),
+           + ". It prints `STATUS: <status>`" + ("" if cell.fixes else
+                                                   ", after expected vs actual at the worst element")
+           + "." + ((" For Vulkan it needs a runtime with VulkanBackend registered (PyPI's wheel "
+                     "has none): it loads the plug-in named by `CONVCONF_VULKAN_RUNTIME` (default:"
+                     " the one this run used)." if cell.fixes else
+                     " For Vulkan it needs a runtime with VulkanBackend registered (PyPI's wheel "
+                     "has none): `VULKAN_RUNTIME=/path/to/libexecutorch_backend_vulkan.so python "
+                     "repro.py` loads that plug-in into the wheel's runtime.")
+                    if lane.backend == "vulkan" else ""),
            "", "```python", script.rstrip("\n"), "```", "",
            "## Expected vs actual", "",
            "- expected: PASS (the eager PyTorch module's output, within convconf's tolerance: "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import torch
@@ -103,7 +104,10 @@ def minimal_script(case: ConvCase, backend: str, status: str, detail: str = "",
     (no local path in the script). A case the minimal script cannot state (a dynamic
     program, a contract verdict) gets ``script`` (the full one)."""
     if case.dynamic != "none" or status in FULL_SCRIPT_STATUSES:
-        return script(case, backend, "", status, detail, None)
+        # the full script, its plug-in from $VULKAN_RUNTIME too (no local path in it)
+        return script(case, backend, "", status, detail, "VULKAN_RUNTIME").replace(
+            'os.environ.get("CONVCONF_VULKAN_RUNTIME", "VULKAN_RUNTIME")',
+            'os.environ.get("VULKAN_RUNTIME", "")')
     module, name = PARTITIONERS[backend]
     lowp = case.dtype in ("float16", "bfloat16")
     one_line = " ".join(detail.split())
@@ -137,6 +141,25 @@ def module_args(case: ConvCase) -> str:
     head = [repr(kw.pop(k)) for k in ("in_channels", "out_channels", "kernel_size") if k in kw]
     return ", ".join(head + [f"{k}={v!r}" for k, v in kw.items()
                              if MODULE_DEFAULTS.get(k, object()) != v])
+
+
+# ExecuTorch's top-level folders: a path in a runtime message is cut to start at one of them.
+ET_DIRS = ("backends", "runtime", "kernels", "extension", "exir", "devtools", "codegen",
+           "schema", "examples", "third-party")
+_ABS_PATH = re.compile(r"(?<![\w.:/~])~?(?:/[\w.@+-]+)+")
+
+
+def scrub(text: str) -> str:
+    """Local paths out of a message: a path into an ExecuTorch tree becomes the repository
+    path (``.../src/executorch/backends/vulkan/runtime/utils/VecUtils.h:367`` ->
+    ``backends/vulkan/runtime/utils/VecUtils.h:367``), any other absolute path its last name."""
+    def one(m: re.Match) -> str:
+        parts = m.group(0).split("/")
+        for i, p in enumerate(parts[1:], 1):
+            if p in ET_DIRS:
+                return "/".join(parts[i:])
+        return parts[-1]
+    return _ABS_PATH.sub(one, text or "")
 
 
 def code_lines(text: str) -> int:
