@@ -19,7 +19,6 @@ ExecuTorch's: no draft.
 from __future__ import annotations
 
 import dataclasses
-import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -36,27 +35,11 @@ GITHUB = "https://github.com/pytorch/executorch/blob"
 # Statuses whose cell is right: a fix that leaves a cell here cleared it (NOT_DELEGATED is
 # "executed within tolerance, part of the conv outside the delegate").
 RIGHT = (Status.PASS.value, Status.NOT_DELEGATED.value)
-# ExecuTorch's top-level folders: a path in a runtime message is cut to start at one of them.
-ET_DIRS = ("backends", "runtime", "kernels", "extension", "exir", "devtools", "codegen",
-           "schema", "examples", "third-party")
-_ABS_PATH = re.compile(r"(?<![\w.:/~])~?(?:/[\w.@+-]+)+")
+scrub = repro.scrub  # local paths out of a message (results/repro.py)
 
 
 class UpstreamError(ValueError):
     """One line: why no drafts can be written (not a run, a run without findings, --out)."""
-
-
-def scrub(text: str) -> str:
-    """Local paths out of a message: a path into an ExecuTorch tree becomes the repository
-    path (``.../src/executorch/backends/vulkan/runtime/utils/VecUtils.h:367`` ->
-    ``backends/vulkan/runtime/utils/VecUtils.h:367``), any other absolute path its last name."""
-    def one(m: re.Match) -> str:
-        parts = m.group(0).split("/")
-        for i, p in enumerate(parts[1:], 1):
-            if p in ET_DIRS:
-                return "/".join(parts[i:])
-        return parts[-1]
-    return _ABS_PATH.sub(one, text or "")
 
 
 @dataclasses.dataclass(frozen=True)
