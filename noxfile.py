@@ -154,6 +154,62 @@ def releases(session):
 
 
 @nox.session
+def premerge(session):
+    """Before merging an ExecuTorch branch: the corpus at the developer's tree (uncommitted changes
+    included) vs at its merge base, the cells that flipped, and for a committed branch the commit
+    that flipped each (harness bisect --run-diff). One report: OUT/tree/report.html.
+
+    nox -s premerge -- DIR [--base REF] [--out OUT] [harness run options, e.g. --backends xnnpack]
+    (base: git merge-base HEAD origin/main, else main; cases: cases/*.json, $PREMERGE_CASES)"""
+    import subprocess
+
+    args = list(session.posargs)
+    if not args or args[0].startswith("-"):
+        session.error("premerge: name the ExecuTorch checkout: nox -s premerge -- DIR")
+    tree = args.pop(0)
+
+    def option(name, default):
+        if name in args:
+            i = args.index(name)
+            value = args[i + 1]
+            del args[i:i + 2]
+            return value
+        return default
+
+    out = Path(option("--out", "runs/premerge"))
+    base = option("--base", "")
+    if not base:
+        for upstream in ("origin/main", "main"):
+            done = subprocess.run(["git", "-C", tree, "merge-base", "HEAD", upstream],
+                                  capture_output=True, text=True)
+            if done.returncode == 0:
+                base = done.stdout.strip()
+                break
+        else:
+            session.error(f"premerge: no merge base of {tree} with origin/main or main: --base REF")
+    cases = os.environ.get("PREMERGE_CASES", "") or " ".join(
+        sorted(map(str, Path("cases").glob("*.json"))))
+    common = ["--cases", *cases.split(), "--max-examples", "0", "--overwrite", "--no-progress",
+              *args]
+    session.run("python", "-m", "harness", "run", "--executorch", base, "--source", tree,
+                "--out", str(out / "base"), *common)
+    session.run("python", "-m", "harness", "run", "--executorch-tree", tree,
+                "--out", str(out / "tree"), *common)
+    session.run("python", "-m", "harness", "diff", str(out / "base"), str(out / "tree"),
+                "--out", str(out / "flips.csv"), success_codes=[0, 1])
+    head = subprocess.run(["git", "-C", tree, "rev-parse", "HEAD"], capture_output=True,
+                          text=True).stdout.strip()
+    dirty = json.loads((out / "tree" / "run.json").read_text())["executorch_tree"]["dirty"]
+    if not dirty and head != base:  # committed: which of the branch's commits flipped each
+        session.run("python", "-m", "harness", "bisect", "--run-diff", str(out / "base"),
+                    str(out / "tree"), "--source", tree, "--out", str(out / "bisect"))
+        session.run("python", "-m", "harness", "report", str(out / "tree"))
+    elif dirty:
+        session.log("premerge: the tree has uncommitted changes: the flips above are theirs "
+                    "(commit them to have each flip named by its commit)")
+
+
+@nox.session
 def etsuite(session):
     """ExecuTorch's own conv operator tests (from the installed wheel, our Vulkan plug-in loaded)
     beside ours, per configuration and flow: OUT/etsuite.{csv,json,md} (agree / disagree with a

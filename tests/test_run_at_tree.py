@@ -349,7 +349,8 @@ def test_runs_at_two_commits_diff_and_every_flip_bisects_to_its_commit(tmp_path)
     old, new = tmp_path / "HEAD-2", tmp_path / "HEAD"
     assert pd.read_csv(new / "matrix.csv")["status"].tolist() == ["NOT_DELEGATED"]
     done = harness("diff", str(old), str(new))
-    assert f"executorch {c1[:12]} over 1.5.1" in done.stdout, done.stdout
+    said = " ".join(done.stdout.split())  # the console wraps long lines
+    assert f"executorch {c1[:12]} over 1.5.1 ->" in said, done.stdout
     done = harness("bisect", "--run-diff", str(old), str(new), "--source", str(t), "--out",
                    str(tmp_path / "b"), "--cache", str(tmp_path / "cache"))
     assert done.returncode == 0, done.stdout + done.stderr

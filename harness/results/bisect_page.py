@@ -79,3 +79,13 @@ def links_html(run_dir: Path) -> str:
         return ""
     return ('<section id="bisects"><h2>Commit bisects</h2><ul>\n' + "\n".join(items)
             + "\n</ul></section>\n")
+
+
+def read_flips(run_dir: Path) -> dict | None:
+    """The run's flips.json (``harness bisect --run-diff OLD THIS_RUN``: every flip since OLD
+    and its first commit), for the report's top; None when there is none or it is unreadable."""
+    path = Path(run_dir) / "flips.json"
+    try:
+        return json.loads(path.read_text()) if path.is_file() else None
+    except ValueError:
+        return None

@@ -117,6 +117,8 @@ def write(run_dir: str | os.PathLike, df: pd.DataFrame | None = None, header: Ru
                       "repro_cmd": f"python -m harness repro {r['case_id']} --backend "
                                    f"{r['backend']}" + (f" --fixes {r['fixes']}" if r["fixes"] else "")
                                    + f" --dir {shown_path(run_dir)}"})
+    from harness.results import bisect_page  # the run's flips (bisect --run-diff), bisect links
+
     html = environment().get_template("report.html.j2").render(
         header=header, findings=found, pictures=_pictures(folder, found),
         summary=summary(df, found, verdict, baseline_ids), fix_lines=matrix.fix_summary_lines(df),
@@ -126,9 +128,7 @@ def write(run_dir: str | os.PathLike, df: pd.DataFrame | None = None, header: Ru
         heat=heatmap(df), cells=cells, colors=COLORS, statuses=[s.value for s in ORDER],
         backends=sorted(df["backend"].unique()), features=feature_filters(cells),
         source_models=source_models(c["source"] for c in cells), coverage=covered,
-        tonight=read_tonight(run_dir))
-    from harness.results import bisect_page  # a bisect folder inside the run: link its page
-
+        tonight=read_tonight(run_dir), flips=bisect_page.read_flips(run_dir))
     html = html.replace("</body>", bisect_page.links_html(run_dir) + "</body>", 1)
     out = run_dir / "report.html"
     out.write_text(html)

@@ -159,7 +159,7 @@ def run(args, argv: list[str]) -> int:
     tree, overlay = prepare(args)
     args.out.mkdir(parents=True, exist_ok=True)
     record = tree.save(args.out / RECORD)
-    print(f"run: at {tree.label} ({tree.subject[:60] or tree.path}); Python over {tree.wheel}",
+    print(f"run: at {tree.label} ({tree.subject or tree.path}); Python over {tree.wheel}",
           file=sys.stderr)
     cmd = [sys.executable, "-m", "harness", *inner_argv(argv),
            "--vulkan-runtime", tree.vulkan_plugin or "none"]
