@@ -164,7 +164,12 @@ def _started(args) -> tuple:
     if tree.current():  # a run at an ExecuTorch tree (run/at_tree.py started this process)
         from harness.runfolder import RunFolder
 
-        RunFolder(out).update_header(executorch_tree=tree.current().to_dict())
+        at, folder = tree.current(), RunFolder(out)
+        vulkan = folder.header().vulkan
+        if vulkan and at.vulkan_plugin and vulkan.get("library") == at.vulkan_plugin:
+            vulkan = {**vulkan, "source_commit": at.commit, "source_origin": f"the tree {at.label}",
+                      "skew_note": f"built from the tree {at.label} the run is at"}
+        folder.update_header(executorch_tree=at.to_dict(), vulkan=vulkan)
     return out, config, cases, []
 
 

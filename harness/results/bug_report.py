@@ -111,6 +111,16 @@ def environment(header: RunHeader, cell: CellResult) -> list[str]:
              f"Python {header.python or '?'}"
              + (f"; registered runtime backends: {', '.join(header.registered_backends)}"
                 if header.registered_backends else "")]
+    tree = header.executorch_tree  # a run at an ExecuTorch commit or tree (run --executorch)
+    if tree:
+        lines.append(f"- **ExecuTorch {tree.get('label', '?')}**"
+                     + (f" ({tree['subject']})" if tree.get("subject") else "")
+                     + f": its Python side (exir/, backends/) over the executorch "
+                     f"{v.get('executorch', '?')} wheel"
+                     + (f"; uncommitted changes in {', '.join(tree['changed'][:8])}"
+                        if tree.get("changed") else "")
+                     + (f"; this cell's verdict rests on: {cell.rests_on}" if cell.rests_on
+                        else ""))
     lane = Lane.of(cell.backend, cell.fixes)
     device = header.devices.get(cell.backend) if lane.device else None
     vk = header.vulkan or {}
