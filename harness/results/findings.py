@@ -167,13 +167,17 @@ def features(r: CellResult) -> dict:
             "channels per group % 4": (c.in_channels // c.groups) % 4 == 0
             and (c.out_channels // c.groups) % 4 == 0,
             "kernel 1": all(k == 1 for k in ks), "bias": c.bias,
-            "padding_mode": c.padding_mode, "dtype": c.dtype, "batch > 1": c.input_shape[0] > 1,
+            "padding_mode": c.padding_mode, "padding_mode not zeros": c.padding_mode != "zeros",
+            "dtype": c.dtype, "batch > 1": c.input_shape[0] > 1,
             "output_padding > 0": max(c.spatial("output_padding")) > 0,
             # with "transposed" as the second feature of a rule: transposed with dilation
             "dilation > 1": max(c.spatial("dilation")) > 1, "stride > 1": max(c.spatial("stride")) > 1,
             # the conv in context (spec.py): what runs before and after it, where its weights come from
             "epilogue": ".".join(e if isinstance(e, str) else e[0] for e in c.epilogue) or "none",
-            "prologue": c.prologue is not None, "weights": c.weights}
+            "prologue": c.prologue is not None, "weights": c.weights,
+            # the layout (issue 39): the input's memory format, the module's, dynamic sizes
+            "memory_format": c.memory_format, "module channels-last": c.module_channels_last,
+            "dynamic": c.dynamic}
 
 
 @dataclass
@@ -213,6 +217,16 @@ class Finding:
     runtime_line: str = ""  # the runtime's own decisive line(s) for a runtime failure
     # a finding across lanes (a component they share): lane -> its cells' case ids
     cells_by_lane: dict = field(default_factory=dict)
+    # split and merged by evidence (``find``): the key id this finding is a part of (when its
+    # key's cells split: the largest part keeps that id, the others ``F-xxxxxxxx.yyyy``) and why;
+    # the ids of the findings merged into this one and why; every id it answers to (its own, its
+    # cells' key ids: a baseline that knew any of them knows it); its cells (case_id, backend, fixes)
+    split_from: str = ""
+    split_why: str = ""
+    merged_from: list = field(default_factory=list)
+    merge_why: str = ""
+    aliases: list = field(default_factory=list)
+    cell_keys: list = field(default_factory=list)
 
 
 MIN_RULE_CELLS = 5  # fewer cells than this: the rule is a correlation over too few to trust
@@ -232,7 +246,10 @@ def find(results: list[CellResult] | pd.DataFrame, run_dir: Path | None = None,
     when); with ``run_dir``, what the run's findings.json already says wins, and a finding new
     to both is first seen in this run. ``known``: the known upstream issues to match (default:
     known_issues.load(), the shipped file or $CONVCONF_KNOWN_ISSUES; ValueError, one line,
-    when that file is malformed)."""
+    when that file is malformed).
+
+    Cells are grouped by their key (``cell_finding_id``); a key's cells then split where the
+    evidence says two causes and keys merge where it says one (``Evidence``, docs/findings.md)."""
     from harness.results import known_issues
 
     if isinstance(results, pd.DataFrame):
@@ -241,53 +258,369 @@ def find(results: list[CellResult] | pd.DataFrame, run_dir: Path | None = None,
     folder = RunFolder(run_dir) if run_dir else None
     shrunk = load_shrunk(run_dir)
     diagnosed = diagnosis.load(run_dir)
-    by_key = {r.key: r for r in results}
+    ev = Evidence(results, issues)
     groups: dict[tuple, list[CellResult]] = {}
     for r in results:
-        if Status(r.status).is_finding:
-            groups.setdefault((key_family(r.backend, r.status, r.message), r.status,
-                               signature(r.status, r.message, r.error_pattern)), []).append(r)
+        if ev.k(r) in ev.keys:
+            groups.setdefault(ev.keys[ev.k(r)], []).append(r)
+    parts = [p for key, cells in groups.items() for p in ev.split(key, cells)]
     found = []
-    for (fam, status, sig), cells in groups.items():
-        lanes = sorted({Lane.of(r.backend, r.fixes).name for r in cells})
-        # the representative: the first cell, or for a MISMATCH the first whose evidence (the
-        # picture's data) the folder holds
-        example = cells[0]
+    for cluster in ev.merge(parts):
+        cells = [r for p in cluster for r in p.cells]
+        fam, status, sig = cluster[0].key
+        if len({p.key[0] for p in cluster}) > 1:
+            fam = "*"
+        lanes = sorted({ev.lane[ev.k(r)] for r in cells})
+        # a merged finding: the smallest id of its parts (a key's own id before a split part's)
+        own = min(cluster, key=lambda p: (p.id != p.base, p.id))
+        # the representative: the first cell (of the part whose id the finding keeps), or for a
+        # MISMATCH the first whose evidence (the picture's data) the folder holds
+        example = own.cells[0]
         if folder is not None and status == Status.MISMATCH.value:
-            example = next((r for r in cells if folder.evidence_path(r.case_id, r.backend,
-                                                                     r.fixes).exists()), example)
+            example = next((r for r in own.cells if folder.evidence_path(
+                r.case_id, r.backend, r.fixes).exists()), example)
         repro = ""
         if folder is not None:
             path = folder.repro_path(example.case_id, example.backend, example.fixes)
             repro = f"repro/{path.name}" if path.exists() else ""
         families = sorted({family(r.backend) for r in cells})
-        f = Finding(id=cell_finding_id(example),
-                    backend=fam if fam != "*" else ",".join(families), status=status,
-                    signature=sig, count=len(cells), lanes=lanes,
+        f = Finding(id=own.id, backend=fam if fam != "*" else ",".join(families), status=status,
+                    signature=own.key[2], count=len(cells), lanes=lanes,
                     case_ids=sorted({r.case_id for r in cells}),
                     example={"case_id": example.case_id, "backend": example.backend,
                              "fixes": example.fixes, "message": example.message[:400],
                              "case": example.case.to_dict(), "repro": repro},
-                    fixed_by=_fixed_by(cells, results, by_key),
+                    fixed_by=_fixed_by(cells, results, ev.by_key),
                     error_pattern=example.error_pattern or "",
                     component=_component(example, cells), runtime_line=runtime_line(example),
-                    cells_by_lane=_cells_by_lane(cells) if fam == "*" else {})
+                    cells_by_lane=_cells_by_lane(cells) if fam == "*" else {},
+                    split_from=own.base if own.split else "", split_why=own.split,
+                    merged_from=sorted(p.id for p in cluster) if len(cluster) > 1 else [],
+                    merge_why=ev.why.get(frozenset(p.id for p in cluster), ""),
+                    aliases=sorted({own.id} | {p.id for p in cluster} | {p.base for p in cluster}),
+                    cell_keys=sorted(list(ev.k(r)) for r in cells))
         f.minimal = shrunk.get(f.id)
         d = diagnosed.get(f.id)
         if d is not None:
             f.deciding, f.variants, f.diagnosis = d.deciding, d.variants, d.summary
         _known(f, example, cells, issues)
-        # told apart from the other cells of its lanes; a finding at execution from the other
-        # cells that executed (a lowering error says nothing about what a runtime would do)
-        executed = Status(status).executed
-        _decide(f, cells, [r for r in results if Lane.of(r.backend, r.fixes).name in lanes
-                           and (not executed or Status(r.status).executed)])
+        _decide(f, cells, ev.lane_cells(cells, status), ev.feats, ev.k)
         found.append(f)
     if run_dir is not None:
         when, started = {**(first_seen or {}), **seen(run_dir)}, started_at(run_dir)
         for f in found:
             f.first_seen, f.last_seen = when.get(f.id) or started, started
     return sorted(found, key=lambda f: (-f.count, f.id))
+
+
+def finding_of(found: list[Finding]) -> dict:
+    """Cell key (case_id, backend, fixes) -> the id of the finding that holds the cell."""
+    return {tuple(k): f.id for f in found for k in f.cell_keys}
+
+
+def known_as(f: Finding, ids) -> str:
+    """How a baseline that knew ``ids`` knows the finding: "" (new), its own id, or a note that
+    it is a part split off a known finding, or merged from known ones."""
+    if f.id in ids:
+        return f.id
+    if f.split_from and f.split_from in ids:
+        return f"{f.split_from} (this is a part of it, split by evidence: {f.split_why})"
+    knew = sorted(set(f.merged_from) & set(ids)) or sorted(set(f.aliases) & set(ids))
+    return f"{', '.join(knew)} (merged into {f.id}: {f.merge_why})" if knew else ""
+
+
+MIN_SPLIT_CELLS = 3  # a split by deciding parameters: each side holds at least this many cells
+
+
+@dataclass
+class Part:
+    """Cells of one finding key (or one part of it, ``split`` saying why), before merging."""
+    key: tuple  # (family, status, signature)
+    base: str  # the key's id
+    cells: list
+    split: str = ""  # "" : the key's cells, whole
+    id: str = ""
+
+
+class Evidence:
+    """What ``find`` splits and merges by, from the run's own cells: each cell's key, lane and
+    features, the cell of the same case in every fix lane, the known issues each cell matches.
+
+    Split (within one key): by component (the cell's culprit: a generic runtime message seen in
+    two XNNPACK nodes is two findings), by fix (a fix lane turns some of its stock cells PASS and
+    leaves others failing in the same key), by error kind (a MISMATCH's pattern: which axes are
+    wrong and where, counts out), by deciding parameters (two one-feature rules, each catching
+    only the finding's cells, together all of them: one part decided by groups, another by
+    memory_format). Merge (keys of one family and status): the same specific fix turns every
+    stock cell of each PASS, or one rule over the case features picks exactly their cells
+    together (>= MIN_RULE_CELLS cells); never two whose cells mostly match different known
+    issues."""
+
+    def __init__(self, results: list[CellResult], issues: tuple):
+        from harness.results import known_issues
+
+        self.results, self.issues = results, issues
+        self._key = {id(r): r.key for r in results}  # a case id is worked out, not stored
+        self.by_key = {self.k(r): r for r in results}
+        self.lane = {self.k(r): Lane.of(r.backend, r.fixes).name for r in results}
+        self.keys = {self.k(r): (key_family(r.backend, r.status, r.message), r.status,
+                             signature(r.status, r.message, r.error_pattern))
+                     for r in results if Status(r.status).is_finding}
+        self._feats: dict = {}
+        self._match = {k: {i.id for i in known_issues.match(
+            r.backend, r.case, r.status, r.message, issues=issues,
+            error_pattern=r.error_pattern, component=r.component)}
+            for k, r in ((k, self.by_key[k]) for k in self.keys)}
+        self.fix_sets: dict[str, list[str]] = {}
+        for r in results:
+            if r.fixes:
+                self.fix_sets.setdefault(family(r.backend), [])
+                if r.fixes not in self.fix_sets[family(r.backend)]:
+                    self.fix_sets[family(r.backend)].append(r.fixes)
+        self.why: dict = {}  # frozenset of merged ids -> why
+        self._hits: dict = {}
+
+    def k(self, r: CellResult) -> tuple:
+        """``r.key``, worked out once per cell."""
+        return self._key[id(r)] if id(r) in self._key else r.key
+
+    def feats(self, r: CellResult) -> dict:
+        if self.k(r) not in self._feats:
+            self._feats[self.k(r)] = features(r)
+        return self._feats[self.k(r)]
+
+    def lane_cells(self, cells: list[CellResult], status: str) -> list[CellResult]:
+        """The cells of the lanes of ``cells`` a rule tells them apart from: for a finding at
+        execution the other cells that executed (a lowering error says nothing about what a
+        runtime would do)."""
+        lanes, executed = {self.lane[self.k(r)] for r in cells}, Status(status).executed
+        return [r for r in self.results if self.lane[self.k(r)] in lanes
+                and (not executed or Status(r.status).executed)]
+
+    # --- split -----------------------------------------------------------------------------
+    def split(self, key: tuple, cells: list[CellResult]) -> list[Part]:
+        base = "F-" + hashlib.sha1("|".join(key).encode()).hexdigest()[:8]
+        parts = [([], cells)]
+        for step in (self._by_component, self._by_fix, self._by_kind, self._by_rule):
+            parts = [(why + [w] if w else why, sub) for why, p in parts for w, sub in step(key, p)]
+        out = [Part(key, base, sub, "; ".join(why)) for why, sub in parts]
+        if len(out) == 1:
+            out[0].split, out[0].id = "", base
+            return out
+        out.sort(key=lambda p: (-len(p.cells), p.split))
+        for i, p in enumerate(out):  # the largest part keeps the key's id
+            p.id = base if i == 0 else f"{base}.{hashlib.sha1(p.split.encode()).hexdigest()[:4]}"
+        return out
+
+    @staticmethod
+    def _apart(labelled: dict, cells: list[CellResult], label_of) -> list[tuple[str, list]]:
+        """``cells`` by label (``labelled``: label -> cells); cells whose label is None join the
+        largest part; one label: no split."""
+        if len(labelled) < 2:
+            return [("", cells)]
+        ordered = sorted(labelled.items(), key=lambda kv: (-len(kv[1]), str(kv[0])))
+        parts = {label: list(sub) for label, sub in ordered}
+        largest = ordered[0][0]
+        for r in cells:
+            if label_of(r) is None:
+                parts[largest].append(r)
+        return [(label_text, sub) for label_text, sub in
+                ((lbl, parts[lbl]) for lbl, _ in ordered)]
+
+    def _by_component(self, key: tuple, cells: list[CellResult]) -> list[tuple[str, list]]:
+        named: dict = {}
+        for r in cells:
+            if r.component:
+                named.setdefault(r.component, []).append(r)
+        out = self._apart(named, cells, lambda r: r.component or None)
+        return out if len(out) == 1 else [(f"component {c}", sub) for c, sub in out]
+
+    def _by_fix(self, key: tuple, cells: list[CellResult]) -> list[tuple[str, list]]:
+        """A fix lane that turns some of the stock cells PASS and leaves others in this key."""
+        stock = [r for r in cells if not r.fixes]
+        for fx in sorted({fx for r in stock for fx in self.fix_sets.get(family(r.backend), [])}):
+            passed, same = set(), set()
+            for r in stock:
+                after = self.by_key.get(cell_key(r.case_id, r.backend, fx))
+                if after is not None and after.status == Status.PASS.value:
+                    passed.add(r.case_id)
+                elif after is not None and self.keys.get(self.k(after)) == key:
+                    same.add(r.case_id)
+            if passed and same:
+                lane = Lane.of(cells[0].backend, fx).name
+                a = [r for r in cells if r.case_id in passed]
+                b = [r for r in cells if r.case_id not in passed]
+                if len(b) > len(a):
+                    return [(f"still failing on {lane}", b), (f"PASS on {lane}", a)]
+                return [(f"PASS on {lane}", a), (f"still failing on {lane}", b)]
+        return [("", cells)]
+
+    def _by_kind(self, key: tuple, cells: list[CellResult]) -> list[tuple[str, list]]:
+        """A MISMATCH keyed by its code alone: its cells' error patterns of different kinds
+        (``pattern_kind``: one kind within another, "everything" within any, is one kind)."""
+        if key[1] != Status.MISMATCH.value or "@" in key[2]:  # the pattern is in the key already
+            return [("", cells)]
+        kinds: dict = {}
+        for r in cells:
+            k = pattern_kind(r.error_pattern or "")
+            if k:
+                kinds.setdefault(k, []).append(r)
+        groups: list[list] = []  # [kind, cells]: a kind joins the first larger one it fits
+        for k, sub in sorted(kinds.items(), key=lambda kv: (-len(kv[1]), sorted(kv[0]))):
+            home = next((g for g in groups if k <= g[0] or g[0] <= k), None)
+            if home is None:
+                groups.append([k, list(sub)])
+            else:
+                home[0], home[1] = home[0] | k, home[1] + sub
+        if len(groups) < 2:
+            return [("", cells)]
+        for r in cells:
+            if not pattern_kind(r.error_pattern or ""):
+                groups[0][1].append(r)
+        return [(f"wrong at {' · '.join(sorted(k))}", sub) for k, sub in groups]
+
+    def _atom_hits(self, cells: list[CellResult], status: str) -> dict:
+        """(feature, value) -> the keys of the cells of the lanes of ``cells`` (``lane_cells``)
+        that have it; kept per lanes."""
+        lanes = (frozenset(self.lane[self.k(r)] for r in cells), Status(status).executed)
+        if lanes not in self._hits:
+            hits: dict = {}
+            for r in self.lane_cells(cells, status):
+                for atom in self.feats(r).items():
+                    hits.setdefault(atom, set()).add(self.k(r))
+            self._hits[lanes] = hits
+        return self._hits[lanes]
+
+    def _by_rule(self, key: tuple, cells: list[CellResult]) -> list[tuple[str, list]]:
+        """Two one-feature rules on different features, each catching only this part's cells
+        (and at least MIN_SPLIT_CELLS of its own), together all of them, where no one feature
+        value separates the part by itself (F1 below 0.8)."""
+        inside = {self.k(r) for r in cells}
+        if len(inside) < 2 * MIN_SPLIT_CELLS:
+            return [("", cells)]
+        hits = self._atom_hits(cells, key[1])
+        best = max((2 * len(h & inside) / (len(h) + len(inside)) for h in hits.values()), default=0)
+        if best >= 0.8:
+            return [("", cells)]
+        pure = sorted((a for a, h in hits.items() if h <= inside and len(h) >= MIN_SPLIT_CELLS),
+                      key=str)
+        pairs = [(min(len(hits[a] - hits[b]), len(hits[b] - hits[a])), a, b)
+                 for a, b in itertools.combinations(pure, 2)
+                 if a[0] != b[0] and hits[a] | hits[b] == inside]
+        pairs = [p for p in pairs if p[0] >= MIN_SPLIT_CELLS]
+        if not pairs:
+            return [("", cells)]
+        _, a, b = sorted(pairs, key=lambda p: (-p[0], str(p[1]), str(p[2])))[0]
+        if len(hits[b]) > len(hits[a]):
+            a, b = b, a
+        one = [r for r in cells if self.k(r) in hits[a]]
+        two = [r for r in cells if self.k(r) not in hits[a]]
+        return [(f"decided by {_term(*a)}", one), (f"decided by {_term(*b)}", two)]
+
+    # --- merge -----------------------------------------------------------------------------
+    def _complete_fix(self, part: Part) -> str:
+        """The smallest specific fix set that turns every stock cell of the part PASS ("" when
+        none): specific, one fix, or a set not holding every other fix set of the family
+        (``--fixes all``'s one lane of every fix is no evidence of which fix)."""
+        stock = [r for r in part.cells if not r.fixes]
+        fam = family(stock[0].backend) if stock else ""
+        sets = self.fix_sets.get(fam, [])
+        good = []
+        for fx in sets:
+            mine = set(fx.split(","))
+            if len(mine) > 1 and all(set(o.split(",")) <= mine for o in sets if o != fx):
+                continue
+            after = [self.by_key.get(cell_key(r.case_id, r.backend, fx)) for r in stock]
+            if stock and all(a is not None and a.status == Status.PASS.value for a in after):
+                good.append(fx)
+        return min(good, key=lambda fx: (fx.count(","), fx)) if good else ""
+
+    def _issues(self, part: Part) -> set:
+        """The known issues most of the part's cells match."""
+        counts: dict = {}
+        for r in part.cells:
+            for i in self._match.get(self.k(r), ()):
+                counts[i] = counts.get(i, 0) + 1
+        return {i for i, n in counts.items() if 2 * n > len(part.cells)}
+
+    def _one_rule(self, cells: list[CellResult], status: str) -> str:
+        """A rule of one or two feature values that holds for every one of ``cells`` and for no
+        other cell of their lanes ("" when none, or fewer than MIN_RULE_CELLS cells)."""
+        if len(cells) < MIN_RULE_CELLS:
+            return ""
+        inside = {self.k(r) for r in cells}
+        common = set(self.feats(cells[0]).items())
+        for r in cells[1:]:
+            common &= set(self.feats(r).items())
+        if not common:
+            return ""
+        hits = self._atom_hits(cells, status)
+        common = sorted(common, key=str)
+        for size in (1, 2):
+            for terms in itertools.combinations(common, size):
+                caught = set.intersection(*(hits.get(t, set()) for t in terms))
+                if caught == inside:
+                    return " and ".join(_term(*t) for t in terms)
+        return ""
+
+    def merge(self, parts: list[Part]) -> list[list[Part]]:
+        """Parts in clusters: one finding each."""
+        root = list(range(len(parts)))
+
+        def top(i: int) -> int:
+            while root[i] != i:
+                i = root[i]
+            return i
+
+        fix = [self._complete_fix(p) for p in parts]
+        known = [self._issues(p) for p in parts]
+        cells = {i: list(p.cells) for i, p in enumerate(parts)}  # a cluster's, by its root
+        by_kind: dict = {}
+        for i, p in enumerate(parts):
+            by_kind.setdefault((family(p.cells[0].backend) if p.key[0] != "*" else "*",
+                                p.key[1]), []).append(i)
+        for (fam, status), idx in sorted(by_kind.items()):
+            for i, j in itertools.combinations(idx, 2):
+                if top(i) == top(j) or parts[i].base == parts[j].base:
+                    continue
+                if known[i] and known[j] and not known[i] & known[j]:
+                    continue  # the known-issue list says two bugs
+                why = ""
+                if fix[i] and fix[i] == fix[j]:
+                    lane = Lane.of(parts[i].cells[0].backend, fix[i]).name
+                    why = f"{lane} turns every stock cell PASS"
+                else:
+                    rule = self._one_rule(cells[top(i)] + cells[top(j)], status)
+                    if rule:
+                        why = f"one rule picks exactly their cells: {rule}"
+                if why:
+                    a, b = top(i), top(j)
+                    members = [k for k in range(len(parts)) if top(k) in (a, b)]
+                    root[b] = a
+                    cells[a] += cells.pop(b)
+                    self.why[frozenset(parts[k].id for k in members)] = why
+        clusters: dict = {}
+        for i in range(len(parts)):
+            clusters.setdefault(top(i), []).append(parts[i])
+        return list(clusters.values())
+
+
+_KIND_NUMBER = re.compile(r"\d+(\.\d+)?|\(.*?\)")
+_KIND_UNIT = re.compile(r"\b(col|row|slice|channel|batch|group)(?:e?s)\b")
+
+
+def pattern_kind(pattern: str) -> frozenset:
+    """What kind of wrong a MISMATCH's error pattern (stages/fingerprint.py) says, counts and
+    plurals out: its restricted parts only ("right edge N col", "N of N batch"), so
+    "everything" and "all batches" say nothing, and "right edge 1 col" and "right edge 3 cols"
+    are one kind."""
+    out = set()
+    for part in re.split(r" · | × | \+ | & ", pattern or ""):
+        part = part.strip()
+        if not part or part.startswith(("all ", "every", "sparse")):
+            continue
+        out.add(" ".join(_KIND_UNIT.sub(r"\1", _KIND_NUMBER.sub("N", part)).split()))
+    return frozenset(out)
 
 
 def _component(example: CellResult, cells: list[CellResult]) -> str:
@@ -368,34 +701,43 @@ def _fixed_by(cells: list[CellResult], results: list[CellResult], by_key: dict) 
     return out
 
 
-def _decide(f: Finding, cells: list[CellResult], lane_cells: list[CellResult]) -> None:
+def _decide(f: Finding, cells: list[CellResult], lane_cells: list[CellResult],
+            feats=features, key=lambda r: r.key) -> None:
     """The simplest rule (one feature value, else two) that picks this finding's cells out of
     the cells of its lanes: best F1, fewer terms first; 'no simple rule' below F1 0.8."""
-    inside = {r.key for r in cells}
-    rows = [(features(r), r.key in inside) for r in lane_cells]
-    atoms = sorted({(k, v) for feats, _ in rows for k, v in feats.items()}, key=str)
+    inside_keys = {key(r) for r in cells}
+    masks: dict = {}  # (feature, value) -> the lane cells that have it, as bits
+    inside = 0
+    for i, r in enumerate(lane_cells):
+        bit = 1 << i
+        inside |= bit if key(r) in inside_keys else 0
+        for atom in feats(r).items():
+            masks[atom] = masks.get(atom, 0) | bit
+    atoms = sorted(masks, key=str)
+    n_in = len(inside_keys)
     best = None
     for size in (1, 2):
         for terms in itertools.combinations(atoms, size):
             if len({k for k, _ in terms}) < size:
                 continue
-            hit = [hit_in for feats, hit_in in rows if all(feats[k] == v for k, v in terms)]
-            tp, fp = sum(hit), len(hit) - sum(hit)
+            hit = masks[terms[0]] if size == 1 else masks[terms[0]] & masks[terms[1]]
+            tp = (hit & inside).bit_count()
             if not tp:
                 continue
-            precision, recall = tp / (tp + fp), tp / len(inside)
+            fp = hit.bit_count() - tp
+            precision, recall = tp / (tp + fp), tp / n_in
             f1 = 2 * precision * recall / (precision + recall)
             if best is None or f1 > best[0] + 1e-9:
                 best = (f1, terms, tp, fp, precision, recall)
         if best and best[0] == 1.0:
             break
-    f.data_limited = len(inside) < MIN_RULE_CELLS
+    f.data_limited = n_in < MIN_RULE_CELLS
     if best is None or best[0] < 0.8:
         return
     _, terms, tp, fp, precision, recall = best
-    outside = len(rows) - len(inside)
+    outside = len(lane_cells) - inside.bit_count()
     f.rule = " and ".join(_term(k, v) for k, v in terms)
-    f.rule_in, f.rule_out = f"{tp}/{len(inside)} in", f"{fp}/{outside} out"
+    f.rule_in, f.rule_out = f"{tp}/{n_in} in", f"{fp}/{outside} out"
     f.precision, f.recall = round(precision, 3), round(recall, 3)
 
 
@@ -429,9 +771,86 @@ def shrink_line(tries: int, seconds: float) -> str:
     return f"shrink: {tries} tries in {round(seconds, 1)} s, {per_minute(tries, seconds)} tries/min"
 
 
-def markdown(findings: list[Finding], cells_not_pass: int, legend: list[str] | None = None) -> str:
+# --- how well findings match the known-issue list ------------------------------------------------
+@dataclass
+class Quality:
+    """Findings measured against the known-issue list (the ground truth, results/known_issues.py)
+    on one run's cells: purity, the share of findings holding cells of known issues that hold
+    one (cells matching several entries count once, by the fewest entries that cover them);
+    completeness, the share of (known issue, status, backend) seen whose cells are in one
+    finding (a finding has one status, and one backend unless the code is shared: an entry
+    naming MISMATCH and a guard's RUNTIME_ERROR, or two delegates' partitioners, is two)."""
+    findings: int = 0  # findings holding a cell that matches a known issue
+    pure: int = 0  # ... of them, those one known issue covers
+    issues: int = 0  # (known issue, status, backend) with a cell in the run
+    whole: int = 0  # ... of them, those whose cells are in one finding
+    mixed: dict = field(default_factory=dict)  # finding id -> the known issues it holds
+    spread: dict = field(default_factory=dict)  # "issue (status, backend)" -> its findings
+
+    @property
+    def purity(self) -> float:
+        return round(self.pure / self.findings, 3) if self.findings else 1.0
+
+    @property
+    def completeness(self) -> float:
+        return round(self.whole / self.issues, 3) if self.issues else 1.0
+
+    def line(self) -> str:
+        text = (f"known-issue clustering: purity {self.purity} ({self.pure}/{self.findings} "
+                f"findings hold one known issue), completeness {self.completeness} ({self.whole}/"
+                f"{self.issues} known issues (per status and backend) in one finding)")
+        text += "".join(f"; {f} holds {', '.join(i)}" for f, i in sorted(self.mixed.items()))
+        return text + "".join(f"; {i} is in {', '.join(f)}" for i, f in sorted(self.spread.items()))
+
+
+def quality(results: list[CellResult], found: list[Finding] | None = None,
+            known: tuple | None = None) -> Quality:
+    """Purity and completeness of ``found`` (None: cells grouped by their key alone, as findings
+    were before they split and merged by evidence) against the known issues (default: the
+    shipped file's)."""
+    from harness.results import known_issues
+
+    issues = known_issues.load(known_issues.default_path()) if known is None else known
+    holder = finding_of(found) if found is not None else None
+    labels: dict[str, list[set]] = {}  # finding id -> its cells' known issues
+    where: dict[str, set] = {}  # "issue (status, backend)" -> finding ids
+    for r in results:
+        if not Status(r.status).is_finding:
+            continue
+        fid = holder.get(r.key) if holder is not None else cell_finding_id(r)
+        ids = {k.id for k in known_issues.match(r.backend, r.case, r.status, r.message,
+                                                 issues=issues, error_pattern=r.error_pattern,
+                                                 component=r.component)}
+        if not ids or fid is None:
+            continue
+        labels.setdefault(fid, []).append(ids)
+        for i in ids:
+            where.setdefault(f"{i} ({r.status}, {family(r.backend)})", set()).add(fid)
+    q = Quality(findings=len(labels), issues=len(where))
+    for fid, sets in labels.items():
+        cover: list[str] = []
+        left = [s for s in sets]
+        while left:  # the fewest known issues that cover the finding's cells (greedy)
+            best = max(sorted(set().union(*left)), key=lambda i: sum(i in s for s in left))
+            cover.append(best)
+            left = [s for s in left if best not in s]
+        if len(cover) == 1:
+            q.pure += 1
+        else:
+            q.mixed[fid] = sorted(cover)
+    for issue, fids in where.items():
+        if len(fids) == 1:
+            q.whole += 1
+        else:
+            q.spread[issue] = sorted(fids)
+    return q
+
+
+def markdown(findings: list[Finding], cells_not_pass: int, legend: list[str] | None = None,
+             clustering: str = "") -> str:
     """findings.md: one table row per finding, lanes by their short names (``vulkan+fixes``);
-    ``legend``: the lines saying which fixes a short name stands for (results/lanes.py)."""
+    ``legend``: the lines saying which fixes a short name stands for (results/lanes.py);
+    ``clustering``: the findings measured against the known-issue list (``Quality.line``)."""
     from harness.results import lanes as lane_names
 
     lines = [f"### convconf: {len(findings)} findings from {cells_not_pass} cells that are not "
@@ -456,6 +875,16 @@ def markdown(findings: list[Finding], cells_not_pass: int, legend: list[str] | N
         lines.append(f"| {f.id} | {lanes} | {f.status} | {f.count} | {f.known} | "
                      f"`{f.component or '-'}` | {deciding} | {rule_text(f)} | {fixed} | {small} | "
                      f"{f.first_seen or '-'} | `{sig}` | {said} | {where} |")
+    regrouped = [f for f in findings if f.split_from or f.merged_from]
+    if regrouped:
+        lines += ["", "#### Split and merged by evidence", ""]
+        for f in regrouped:
+            if f.split_from:
+                lines.append(f"- **{f.id}**: a part of {f.split_from} ({f.split_why})")
+            if f.merged_from:
+                lines.append(f"- **{f.id}**: {', '.join(f.merged_from)} merged ({f.merge_why})")
+    if clustering:
+        lines += ["", clustering]
     diagnosed = [f for f in findings if f.diagnosis]
     if diagnosed:
         lines += ["", "#### Deciding parameters: the representative's one-step variants, each "
@@ -534,14 +963,36 @@ def write(run_dir: Path, cells: list[CellResult], found: list[Finding]) -> None:
     summary)."""
     not_pass = sum(Status(c.status).is_finding for c in cells)
     draw_pictures(run_dir, found)
+    q = quality(cells, found)
     (run_dir / "findings.json").write_text(json.dumps(
-        {"cells_not_pass": not_pass, "findings": [asdict(f) for f in found]}, indent=1))
+        {"cells_not_pass": not_pass, "findings": [asdict(f) for f in found],
+         "clustering": {**asdict(q), "purity": q.purity, "completeness": q.completeness}},
+        indent=1))
     from harness.results import lanes as lane_names
 
     md = markdown(found, not_pass, lane_names.legend_lines(
-        {Lane.of(c.backend, c.fixes) for c in cells}))
+        {Lane.of(c.backend, c.fixes) for c in cells}), q.line())
     (run_dir / "findings.md").write_text(md)
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary:
         with open(summary, "a") as fh:
             fh.write(md)
+
+
+if __name__ == "__main__":  # python -m harness.results.findings RUN_DIR ...: the clustering, before/after
+    import sys
+
+    from harness.results import matrix
+
+    for arg in sys.argv[1:]:
+        try:
+            cells = [CellResult.from_row(r) for r in matrix.read(Path(arg)).to_dict(orient="records")]
+        except (OSError, ValueError) as e:
+            print(f"{arg}: {e}".replace("\n", " "), file=sys.stderr)
+            sys.exit(2)
+        found = find(cells)
+        print(f"{arg}: {len(cells)} cells, {len({cell_finding_id(c) for c in cells} - {None})} "
+              f"keys -> {len(found)} findings ({sum(bool(f.split_from) for f in found)} split "
+              f"parts, {sum(bool(f.merged_from) for f in found)} merged)")
+        print(f"  by key alone: {quality(cells).line()}")
+        print(f"  by evidence:  {quality(cells, found).line()}")
