@@ -99,6 +99,13 @@ def test_budget_and_texture_arithmetic_on_known_convs():
     assert S.footprint(gemm) == 4 * (2048 * 36 + 128 + 128 * 73728 + 128)
     assert S.texture_extents(gemm)["gemm weight"] == (128, 18432, 1)
     assert S.crossed_limits(gemm) == (2048, 4096, 16384)
+    # its im2col scratch: one tile; Conv2d(512 -> 128, 3x3, p1) on 32x33 needs two (32 output
+    # rows of 33 x 4608 fp32 terms are 19.5 MB, past the 16 MiB scratch budget: 27 rows a tile)
+    assert S.im2col_tiles(gemm) == 1
+    tiled = ConvCase(dim=2, in_channels=512, out_channels=128, kernel_size=3, padding=1,
+                     input_shape=(1, 512, 32, 33))
+    assert S.texture_extents(tiled)["im2col scratch"] == (1152, 27 * 33, 1)
+    assert S.im2col_tiles(tiled) == 2
     # a 2-D input 4100 wide is past lavapipe's 3D limit (x extent = width, channels-packed)
     wide = ConvCase(dim=2, in_channels=3, out_channels=4, kernel_size=3,
                     input_shape=(1, 3, 4, 4100))

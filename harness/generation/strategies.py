@@ -329,7 +329,8 @@ def mixed_cases(large_rate: float = 0.0):
 #   "reduction": K > LONG_REDUCTION (100k terms: 2-D kernels 7..11, 3-D 5..7, up to 2048 input
 #                channels per group), C_out up to 256 (Vulkan's im2col route from 128);
 #   "channels":  64..2048 channels (grouped, depthwise too), kernels 1..11, moderate spatial sizes;
-#   "texture":   one spatial size just past a texture limit (TEXTURE_LIMITS), few channels.
+#   "texture":   one spatial size just past a texture limit (TEXTURE_LIMITS), few input channels
+#                (up to 8 per group), C_out up to 256.
 LARGE_CHANNELS = 2048
 LARGE_KERNEL = 11
 LONG_REDUCTION = 100_000
@@ -399,7 +400,8 @@ def texture_extents(case: ConvCase) -> dict:
     a pointwise or depthwise conv1d height-packed; utils.required_image_extents), and the GEMM
     route's packed weight (Conv2dGemm.cpp prepack_conv2d_gemm_weight: align4(C_out) wide, K4 =
     ceil(kernel volume x align4(C_in) / 4) high, a texture2d it checks against the device's 2D
-    limit). A 3-D conv has none (5-D tensors are not textures). Largest size."""
+    limit) and im2col scratch (a texture2d while it fits the 2D limit, then a texture3d, then a
+    buffer). A 3-D conv has none (5-D tensors are not textures). Largest size."""
     if case.dim == 3:
         return {}
     up4 = lambda n: -(-n // 4)  # noqa: E731
@@ -418,11 +420,27 @@ def texture_extents(case: ConvCase) -> dict:
                 ext = (sp[0], c, up4(n))
             extents[name] = tuple(max(a, b) for a, b in zip(extents.get(name, ext), ext))
     d = case.spatial("dilation")
-    if (case.dim == 2 and not case.transposed and case.groups == 1 and set(d) == {1}
+    if (case.dim == 2 and not case.transposed and not case.quant and case.groups == 1
+            and set(d) == {1}
             and k != (1, 1) and case.out_channels >= IM2COL_MIN_COUT):
         k_total = math.prod(k) * 4 * up4(case.in_channels)
         extents["gemm weight"] = (4 * up4(case.out_channels), up4(k_total), 1)
+        # the im2col scratch: oh_tile output rows of W_out x K_total each, within a 16 MiB
+        # budget (kIm2colScratchBudgetBytes), as a texture2d (K_total / 4, oh_tile * W_out)
+        h_out, w_out = extents["output"][1], extents["output"][0]
+        elem = 2 if case.dtype in ("float16", "bfloat16") else 4
+        oh_tile = min(h_out, max(1, 16 * 2**20 // (w_out * k_total * elem)))
+        extents["im2col scratch"] = (k_total // 4, oh_tile * w_out, 1)
     return extents
+
+
+def im2col_tiles(case: ConvCase) -> int:
+    """How many output-row tiles Vulkan's im2col route computes the case in (0: not that
+    route; 1: untiled)."""
+    ext = texture_extents(case)
+    if "im2col scratch" not in ext:
+        return 0
+    return -(-ext["output"][1] * ext["output"][0] // ext["im2col scratch"][1])
 
 
 def texture_extent(case: ConvCase) -> int:
@@ -601,7 +619,9 @@ def large_cases(draw, *, kinds=SIZE_KINDS, dims=(1, 2, 3), quant=st.just(None),
                          groups * hi_pg) // groups
         in_pg = draw(st.integers(lo_pg, max(lo_pg, hi_pg)))
         plan["cin"] = in_ch = groups * in_pg
-        out_hi = {"reduction": 256, "channels": LARGE_CHANNELS, "texture": 8 * groups}[kind]
+        # C_out from 128: Vulkan's im2col + GEMM route (its scratch a texture2d, a texture3d past
+        # the 2D limit, a buffer past both: Conv2dGemm.cpp), for a long reduction or a wide input
+        out_hi = {"reduction": 256, "channels": LARGE_CHANNELS, "texture": 256}[kind]
         out_hi = _largest(plan, "cout", groups, max(groups, out_hi)) // groups
         out_ch = groups * draw(st.integers(1, max(1, out_hi)))
         plan["cout"] = out_ch
