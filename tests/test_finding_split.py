@@ -179,3 +179,26 @@ def test_an_unchanged_finding_keeps_the_id_the_nightly_baseline_knows():
     found = {f.id: f for f in findings.find(ivec2 + dw)}
     assert set(found) == {"F-4e38da80", "F-2cc467fc"} and set(found) <= set(nightly)
     assert all(not f.split_from and not f.merged_from for f in found.values())
+
+
+def test_a_baseline_knows_split_parts_and_merged_findings_by_any_of_their_ids(tmp_path):
+    from harness.results import baseline, matrix
+
+    cells = _q8_batch() + [CellResult(case=conv(i), backend="xnnpack", status="RUNTIME_ERROR",
+                                      message=PROPAGATE, component="delegate:xnnpack:XNNConv2d"
+                                      if i < 3 else "delegate:xnnpack:XNNStaticConstantPad")
+                           for i in range(5)]
+    df = matrix.frame([c.to_row() for c in cells])
+    keys = sorted({findings.cell_finding_id(c) for c in cells[:18]} - {None})
+    xnn = findings.cell_finding_id(cells[-1])
+    # a baseline from before: one q8ta shader's finding and the xnnpack key
+    verdict = baseline.classify(df, baseline.Baseline("old", {keys[2], xnn}))
+    failing = verdict[verdict != ""]
+    assert failing.str.startswith("known: ").all() and len(failing) == 12 + 5
+    split = failing[failing.str.contains(r"\(this is a part of it")]
+    assert len(split) == 2 and split.str.startswith(f"known: {xnn}.").all()
+    assert failing[failing.str.contains("merged into")].str.startswith(f"known: {keys[0]}").any()
+    # a baseline that knew none of them: all new, named by the finding that holds the cell
+    fresh = baseline.classify(df, baseline.Baseline("none", set()))
+    assert fresh[fresh != ""].str.startswith("new: ").all()
+    assert set(fresh[fresh != ""].str.slice(5)) == {f.id for f in findings.find(df)}

@@ -44,7 +44,7 @@ def load(path: Path) -> Baseline:
     if path.is_dir():
         df = matrix.read(path)  # ValueError names the file
         found = findings.find(df, path)
-        ids = {f.id for f in found}
+        ids = {a for f in found for a in f.aliases or [f.id]}  # split and merged ones too
         ok = df[df["status"] == Status.PASS]
         when = findings.seen(path) or dict.fromkeys(ids, findings.started_at(path))
         return Baseline(str(path), ids, set(map(cell_key, ok.case_id, ok.backend, ok.fixes)), when,
@@ -66,17 +66,25 @@ def load(path: Path) -> Baseline:
 
 
 def classify(df: pd.DataFrame, base: Baseline) -> pd.Series:
-    """Per cell: "" (PASS / NO_RUNTIME), "known: F-..." or "new: F-..." / "regressed: ..."."""
+    """Per cell: "" (PASS / NO_RUNTIME), "known: F-..." or "new: F-..." / "regressed: ...".
+    The id is the cell's finding's: a part split off a finding the baseline knew is known, and
+    so is a finding merged from ones it knew any of; the verdict says which (findings.known_as)."""
+    holder = {tuple(k): f for f in findings.find(df) for k in f.cell_keys}
+
     def one(r) -> str:
         fid = findings.cell_finding_id(r)
         if fid is None:
             return ""
+        f = holder.get(cell_key(r.case_id, r.backend, r.fixes))
         if cell_key(r.case_id, r.backend, r.fixes) in base.passed:
-            return f"regressed: {fid} (PASS in {base.source})"
+            return f"regressed: {f.id if f else fid} (PASS in {base.source})"
         # a baseline from before error patterns knew a MISMATCH by its message alone
         legacy = findings.finding_id(r.backend, r.status, r.message or "")
         known = fid in base.finding_ids or legacy in base.finding_ids
-        return f"{'known' if known else 'new'}: {fid}"
+        how = findings.known_as(f, base.finding_ids | ({fid} if known else set())) if f else ""
+        if f is None or (f.id == fid and (known or not how)):
+            return f"{'known' if known else 'new'}: {fid}"
+        return f"known: {f.id} (as {how})" if how else f"new: {f.id}"
 
     return pd.Series([one(r) for r in df.itertuples()], index=df.index, dtype=object)
 
@@ -89,7 +97,9 @@ def expectations(run_dir: Path, earlier: Baseline | None = None) -> dict:
     when = findings.seen(run_dir)
     first = dict(earlier.first_seen) if earlier else {}
     minimal = {**(earlier.minimal if earlier else {}), **_minimal_of(found)}
-    return {"findings": {f.id: f"{f.backend} {f.status}: {f.signature}" for f in found},
+    return {"findings": {a: f"{f.backend} {f.status}: {f.signature}" + (f" (in {f.id})" if a != f.id
+                                                                     else "")
+                         for f in found for a in f.aliases or [f.id]},
             "first_seen": {f.id: min(filter(None, (first.get(f.id), when.get(f.id))))
                            for f in found if first.get(f.id) or when.get(f.id)},
             "minimal": {f.id: minimal[f.id] for f in found if f.id in minimal}}
