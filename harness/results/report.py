@@ -87,7 +87,7 @@ def write(run_dir: str | os.PathLike, df: pd.DataFrame | None = None, header: Ru
                                    header)
     df["group"] = df.apply(feature_group, axis=1)
     df["lane"] = matrix.lane_names(df)
-    cells = []
+    cells, holder = [], findings.finding_of(found)  # a cell's finding, split and merged
     for i, r in enumerate(df.to_dict(orient="records")):
         script = folder.repro_path(r["case_id"], r["backend"], r["fixes"])
         metrics = {k: r.get(k) for k in ("predicted", "isolation", "max_abs_error",
@@ -107,7 +107,8 @@ def write(run_dir: str | os.PathLike, df: pd.DataFrame | None = None, header: Ru
                       "max_abs": "" if metrics.get("max_abs_error") is None
                       else f"{metrics['max_abs_error']:.3g}", "group": r["group"],
                       "features": cell_features(r), "source": _text(r.get("source")),
-                      "finding": findings.cell_finding_id(r) or "",
+                      "finding": holder.get((r["case_id"], r["backend"], r["fixes"]))
+                      or findings.cell_finding_id(r) or "",
                       "case": json.dumps({k: r[k] for k in ("dim", "transposed", "in_channels",
                                           "out_channels", "kernel_size", "stride", "padding",
                                           "padding_mode", "dilation", "output_padding", "groups",
@@ -155,7 +156,7 @@ def summary(df: pd.DataFrame, found: list, verdict: pd.Series | None = None,
             row["known"] = int(v.str.startswith("known").sum())
         rows.append(row)
     largest = sorted(found, key=lambda f: (-f.count, f.id))[:top]
-    fixed = sorted(set(baseline_ids or ()) - {f.id for f in found})
+    fixed = sorted(set(baseline_ids or ()) - {a for f in found for a in f.aliases or [f.id]})
     return {"rows": rows, "statuses": present, "baseline": verdict is not None,
             "largest": largest, "fixed": fixed if baseline_ids is not None else None,
             "legend": lanes.legend(order.values()), "findings": len(found),
