@@ -21,7 +21,10 @@ def add_parsers(sub) -> None:
     r.add_argument("--large-rate", type=float, metavar="SHARE",
                    help="share of generated cases from the size axis (long reductions, texture "
                    "limits; default by profile: ci 0, nightly 0.1); > 0 adds the size strata")
-    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--seed", type=int, default=None,
+                   help="Hypothesis seed of the generated and steered cases (default 0; with "
+                   "--profile nightly a fresh one per night: $GITHUB_RUN_ID when set, else the "
+                   "UTC date as YYYYMMDD, printed and kept in run.json)")
     r.add_argument("--cases", nargs="+", default=[], metavar="FILE.json",
                    help="case files (JSON lists of ConvCase objects) run besides generated ones")
     r.add_argument("-j", "--jobs", type=int, help="worker processes (default: number of cores)")
@@ -35,6 +38,14 @@ def add_parsers(sub) -> None:
                    help="exit 1 when any cell is not PASS or NO_RUNTIME")
     r.add_argument("--save-failures", metavar="FILE.json",
                    help="add the cases of non-PASS/NO_RUNTIME cells to this case file")
+    r.add_argument("--regression-corpus", metavar="FILE.json",
+                   help="a corpus that grows night by night: its cases run first (a missing file "
+                   "is an empty corpus), and this run's new failing cases are added to it "
+                   "(--save-failures) and written to DIR/new_failures.json")
+    r.add_argument("--coverage-state", metavar="FILE.json",
+                   help="what earlier nights reached (paths, case-space cells), read at the start "
+                   "(missing: a first night) for --steer and written back at the end with this "
+                   "run's; the console and report say what this run reached first (nights.py)")
     r.add_argument("--vulkan-runtime", default="auto", metavar="auto|PATH|none",
                    help="Vulkan runtime plug-in to execute the Vulkan lane with (default: the one "
                    "built for the installed executorch, if any)")
@@ -69,6 +80,14 @@ def add_parsers(sub) -> None:
                     "uncommitted changes included (the run says 'dirty')")
     r.set_defaults(func=cmd_run)
 
+    le = sub.add_parser("learn", help="carry a finished (merged) nightly run over to the next "
+                        "night: add it to the coverage state and its new failures to the "
+                        "regression corpus")
+    le.add_argument("dir", type=Path, metavar="RUN_DIR")
+    le.add_argument("--coverage-state", metavar="FILE.json", required=True)
+    le.add_argument("--regression-corpus", metavar="FILE.json")
+    le.set_defaults(func=cmd_learn)
+
 
 def cmd_run(args) -> int:
     # Everything that can be wrong with the input is checked before the run folder is touched.
@@ -81,16 +100,20 @@ def cmd_run(args) -> int:
         except TreeError as e:
             raise UsageError(str(e)) from None
     base = _checked_options(args)
+    earlier, problem = _earlier(args)
+    corpus_ids = _corpus_ids(args.regression_corpus)
     if args.resume:
         out, config, cases, done_rows = _resumed(args)
     else:
-        out, config, cases, done_rows = _started(args)
+        out, config, cases, done_rows = _started(args, earlier)
     from harness.run import runner
 
     df = runner.execute(out, config, cases, progress=not args.no_progress, done_rows=done_rows)
     print_summary(df, out)
     shrunk = _investigate(args, out, config, df, base.minimal if base else None)
     verdict = _against_baseline(df, base)
+    if args.coverage_state or args.regression_corpus:
+        _learn(args, out, config.seed, df, cases, earlier, problem, shrunk, corpus_ids)
     write_report(out, html=not args.no_report, verdict=verdict,
                  first_seen=base.first_seen if base else None,
                  baseline_ids=base.finding_ids if base else None)
@@ -101,6 +124,89 @@ def cmd_run(args) -> int:
         say(f"{shown(args.save_failures)}: {added} new failing case(s) added")
     cache_after_run(config.cache_dir, df, out)  # hit/miss counts recorded, the max size kept
     return _exit_code(args, df, verdict)
+
+
+def _earlier(args):
+    """--coverage-state's state (or None) and, when its file holds none, the line saying why
+    (the night runs as a first night)."""
+    if not getattr(args, "coverage_state", None):
+        return None, ""
+    from harness import nights, versions
+
+    state, problem = nights.read_or_first(args.coverage_state, versions.stack()["executorch"])
+    if problem:
+        print(f"convconf: warning: {problem}", file=sys.stderr)
+    return state, problem
+
+
+def _learn(args, out: Path, seed, df, cases: list, earlier, problem: str, shrunk,
+           corpus_ids: set) -> None:
+    """The night carried over: the regression corpus grown by the new failing cases (also
+    DIR/new_failures.json), the coverage state with this run added, DIR/first_reached.json.
+    ``corpus_ids``: the case ids the corpus held before this run."""
+    import json
+
+    from harness import nights
+    from harness.record import CellResult
+    from harness.runfolder import RunFolder, atomic_write
+
+    added: list = []
+    rerun = sum(c.case_id in corpus_ids for c in cases)
+    if args.regression_corpus:
+        from harness.results.corpus import grow
+
+        added = grow(df, cases, args.regression_corpus, shrunk)
+        atomic_write(out / "new_failures.json", json.dumps(added, indent=1) + "\n")
+        say(f"regression corpus {shown(args.regression_corpus)}: {rerun} case(s) re-run, "
+            f"{len(added)} new failing case(s) added (also in {shown(out / 'new_failures.json')})")
+    if not args.coverage_state:
+        return
+    header = RunFolder(out).header_or_empty()
+    night = nights.Night(seed, header.run_id, header.started, len(cases))
+    cells = [CellResult.from_row(r) for r in df.to_dict(orient="records")]
+    state, tonight = nights.learn(earlier, cells, night)
+    tonight.corpus_cases, tonight.corpus_added, tonight.problem = rerun, len(added), problem
+    nights.write(args.coverage_state, state)
+    nights.write_tonight(out, tonight)
+    for line in tonight.lines():
+        say(line)
+    say(f"coverage state -> {shown(args.coverage_state)} ({len(state.nights)} night(s), "
+        f"{sum(map(len, state.reached.values()))} paths, {len(state.cells)} case-space cells)")
+
+
+def _corpus_ids(path) -> set:
+    """The case ids a regression corpus file holds now (none when it is missing)."""
+    if not path or not Path(path).exists():
+        return set()
+    from harness.results.corpus import CorpusError, read
+    from harness.spec import CaseError
+
+    try:
+        return {case.case_id for case, _ in read(path)}
+    except (CaseError, CorpusError) as e:
+        raise UsageError(f"--regression-corpus: {e}") from None
+
+
+def cmd_learn(args) -> int:
+    """``harness learn RUN_DIR``: the nightly's merge job carries the merged run over."""
+    from harness.cli.common import read_matrix
+    from harness.results import findings, report
+    from harness.runfolder import RunFolder
+
+    folder = RunFolder(args.dir)
+    df = read_matrix(args.dir)  # a bad folder is one line
+    try:
+        header = folder.header()
+        cases = folder.cases()
+    except ValueError as e:
+        raise UsageError(f"learn: {e}") from None
+    corpus_ids = _corpus_ids(args.regression_corpus)
+    earlier, problem = _earlier(args)
+    _learn(args, folder.path, header.seed, df, cases, earlier, problem,
+           findings.load_shrunk(folder.path) or None, corpus_ids)
+    if (folder.path / "report.html").exists():  # its "reached for the first time" section
+        report.write(folder.path)
+    return EXIT_OK
 
 
 def _checked_options(args):
@@ -143,21 +249,28 @@ def _resumed(args) -> tuple:
     return out, config, cases, done_rows
 
 
-def _started(args) -> tuple:
+def _started(args, earlier=None) -> tuple:
     """A new run: its configuration and cases checked, the run folder started -> (out, config,
-    cases, no cells done)."""
+    cases, no cells done). ``earlier``: the --coverage-state (steering's nights so far)."""
+    from harness import nights
     from harness.run import runner
 
     if not args.out:
         raise UsageError("run: --out DIR is required (or --resume DIR)")
     out = args.out
     backends, fixes, fixes_each = _lanes(args)
+    if args.regression_corpus and Path(args.regression_corpus).exists():
+        args.cases = [*args.cases, str(args.regression_corpus)]  # run first, kept in the header
     listed = _listed_cases(args)
     if out.exists() and (out / "journal.jsonl").exists() and not args.overwrite:
         raise UsageError(f"{out} already holds a run; use --resume {out} to continue it "
                          f"or --overwrite to replace it")
+    given = args.seed
+    args.seed, origin = nights.run_seed(args.seed, args.profile)
+    if given is None and args.profile == "nightly":
+        say(f"seed {args.seed} (this night's, from {origin}; --seed {args.seed} runs it again)")
     config = _config(args, backends, fixes, fixes_each)
-    cases = _all_cases(args, listed, config.max_examples)
+    cases = _all_cases(args, listed, config.max_examples, earlier)
     runner.start(out, config, cases)
     from harness.runtimes import tree
 
@@ -240,8 +353,9 @@ def _config(args, backends: list[str], fixes: list[str], fixes_each: bool):
                             fixes_each=fixes_each)
 
 
-def _all_cases(args, listed: list, n: int) -> list:
-    """The listed cases, then ``n`` generated ones (not already listed), then --steer's."""
+def _all_cases(args, listed: list, n: int, earlier=None) -> list:
+    """The listed cases, then ``n`` generated ones (not already listed), then --steer's
+    (toward what no earlier night reached, with ``earlier``)."""
     from harness.generation import generate
 
     known = {c.case_id for c in listed}
@@ -251,7 +365,7 @@ def _all_cases(args, listed: list, n: int) -> list:
     if args.steer:
         from harness.generation.steering import steer
 
-        cases += steer(cases, args.steer, args.seed)
+        cases += steer(cases, args.steer, args.seed, earlier=earlier)
     return cases
 
 

@@ -274,7 +274,9 @@ def render(run_dir: str | os.PathLike, finding_id: str, out_file: Path | None = 
 
     md = [f"# {title(f, cell, case)}", "",
           f"*Found by convconf (finding `{f.id}`: {f.count} cell(s) of lane(s) "
-          f"{', '.join(f.lanes)}; run `{folder.run_id}`, started {header.started or '?'}).*",
+          f"{', '.join(f.lanes)}; run `{folder.run_id}`, started {header.started or '?'}"
+          + (f", seed {header.seed}: `{repro.found_by(header)}` draws its generated cases again"
+             if header.seed is not None else "") + ").*",
           "", "## Environment", "", *environment(header, cell), "",
           "## Upstream", ""]
     if f.known_issues:

@@ -20,10 +20,11 @@ from harness.status import Status
 
 
 def script(case: ConvCase, backend: str, fixes: str, status: str = "?", message: str = "",
-           runtime_library: str | None = None) -> str:
+           runtime_library: str | None = None, found_by: str = "") -> str:
     kwargs = ", ".join(f"{k}={v!r}" for k, v in module_kwargs(case).items())
     return environment().get_template("repro.py.j2").render(
         case=case, case_id=case.case_id, backend=backend, fixes=fixes, status=status, message=message,
+        found_by=found_by,
         module_class=module_class(case).__name__, kwargs=kwargs,
         weight_seed=case_seed(case, "weights") % (2**63), input_seed=case_seed(case, "inputs") % (2**63),
         # Same order as build.calibration_inputs: the test input first, then calib0..2.
@@ -58,14 +59,26 @@ def write_for_run(run_dir: str | os.PathLike, df) -> int:
     folder.repro_dir.mkdir(exist_ok=True)
     cases = {c.case_id: c for c in load_run_cases(run_dir)}
     n = 0
+    by = found_by(folder.header_or_empty())
     for r in df.itertuples():
         if r.status in (Status.PASS.value, Status.INVALID.value) or r.case_id not in cases:
             continue
         library = run_runtime_library(run_dir, Lane.of(r.backend, r.fixes))
-        text = script(cases[r.case_id], r.backend, r.fixes, r.status, r.message or "", library)
+        text = script(cases[r.case_id], r.backend, r.fixes, r.status, r.message or "", library,
+                      by)
         folder.repro_path(r.case_id, r.backend, r.fixes).write_text(text)
         n += 1
     return n
+
+
+def found_by(header) -> str:
+    """The run that drew a cell's case, as a command: its profile and seed (a nightly's seed
+    is its own, harness/nights.py); "" when the header names no seed."""
+    if header.seed is None:
+        return ""
+    return (f"python -m harness run --profile {header.profile or 'ci'} --seed {header.seed}"
+            + (f" --max-examples {header.max_examples}" if header.max_examples is not None
+               else ""))
 
 
 def load_run_cases(run_dir: Path) -> list[ConvCase]:
