@@ -13,6 +13,9 @@ def add_parsers(sub) -> None:
                         "(issue.md, repro.py, patch.diff, validation.log, picture) and index.md")
     up.add_argument("dir", type=Path, metavar="RUN_DIR")
     up.add_argument("--out", type=Path, required=True, metavar="DIR")
+    up.add_argument("--run-repros", action="store_true",
+                    help="run each repro.py alone (fresh Python, the run's Vulkan plug-in by "
+                    "$VULKAN_RUNTIME) and put what it printed into the draft")
     up.set_defaults(func=cmd_upstream)
 
 
@@ -22,14 +25,22 @@ def cmd_upstream(args) -> int:
     read_matrix(args.dir)  # not a run folder: one line
     check_known_issues()
     try:
-        drafts = upstream.write(args.dir, args.out)
+        upstream.check_out(args.out)
+        drafts = upstream.build(args.dir)
     except ValueError as e:  # UpstreamError, RunFolderError: one line
         raise UsageError(str(e)) from None
+    if args.run_repros:
+        from harness.run.upstream import run_repros
+
+        run_repros(args.dir, drafts)
+    upstream.write(args.dir, args.out, drafts)
     lines = sorted(d.repro_lines for d in drafts)
     median = lines[len(lines) // 2] if lines else 0
     print(f"{len(drafts)} draft(s) -> {args.out}/index.md: "
           f"{sum(d.validated for d in drafts)} with a validated patch, "
           f"{sum(len(d.single_fixes) == 1 for d in drafts)} with a single fix, "
           f"{sum(bool(d.single_fixes) for d in drafts)} with at least one fix alone clearing it; "
-          f"repro lines median {median}, max {max(lines, default=0)}")
+          f"repro lines median {median}, max {max(lines, default=0)}"
+          + (f"; {sum(d.repro_status == d.stated for d in drafts)} repro(s) printed the stated "
+             "status" if args.run_repros else ""))
     return EXIT_OK

@@ -121,6 +121,9 @@ class Draft:
     picture: Path | None
     values: list  # expected vs actual rows (markdown), from the evidence
     issue: str = ""
+    # what repro.py printed when `harness upstream --run-repros` ran it alone (run/upstream.py)
+    repro_output: str = ""
+    repro_status: str = ""  # its STATUS line's status, "" when not run
     validation: str = ""
     folder: str = ""
     stock_cells: int = 0  # the finding's cells on the stock lane (its fix lanes' not counted)
@@ -231,8 +234,7 @@ def build(run_dir: Path) -> list[Draft]:
     drafts.sort(key=Draft.order)
     for i, d in enumerate(drafts, 1):
         d.folder = f"{i:02d}-{d.finding.id}"
-        d.issue = issue_markdown(d, header)
-        d.validation = validation_log(d, header)
+        render(d, header)
     return drafts
 
 
@@ -261,6 +263,12 @@ def _draft(folder: RunFolder, header: RunHeader, f: findings_mod.Finding, cell: 
                  bug_report.values_table(ev, cell))
 
 
+def render(d: Draft, header: RunHeader) -> None:
+    """issue.md and validation.log from the draft as it is now (again after its repro ran)."""
+    d.issue = issue_markdown(d, header)
+    d.validation = validation_log(d, header)
+
+
 def issue_markdown(d: Draft, header: RunHeader) -> str:
     """issue.md: what ExecuTorch's issue template asks for, in its order."""
     f = d.finding
@@ -281,6 +289,8 @@ def issue_markdown(d: Draft, header: RunHeader) -> str:
              "since the PyPI wheel registers no VulkanBackend" if vulkan else "")
           + f". {d.repro_lines} lines of code; attached as `repro.py`.", "",
           "```python", d.repro.rstrip("\n"), "```", "",
+          *(["What it printed here (the environment above):", "", "```",
+             scrub(d.repro_output).rstrip("\n"), "```", ""] if d.repro_output else []),
           "## Expected vs actual", "",
           "- expected: the eager PyTorch module's output (the quantized eager model for int8), "
           "within fp32 `1e-4 + 1e-4 |ref|`, one output step for int8, 4 eps steps for fp16",
@@ -344,6 +354,9 @@ def validation_log(d: Draft, header: RunHeader) -> str:
         lines += [f"  REGRESSED {c}: {s} -> {a}" for c, s, a in e.regressed]
         lines.append(f"  other cells of the lane: {len(e.regressed)} worse, {e.also_cleared} "
                      "failing cells now right")
+    if d.repro_status:
+        lines += ["", f"repro.py run alone: STATUS: {d.repro_status} (stated: {d.stated}): "
+                      + ("as stated" if d.repro_status == d.stated else "NOT as stated")]
     lines += ["", "ExecuTorch's own tests beside the patched code: not run (the wheel ships no "
               "Vulkan runtime tests; the plug-in build compiles the patched sources)", ""]
     return "\n".join(lines)
@@ -353,26 +366,33 @@ def index_markdown(drafts: list[Draft], run: str) -> str:
     lines = [f"# Upstream issue drafts ({len(drafts)})", "",
              f"From run `{run}`: one folder per finding no upstream thread tracks, silent wrong "
              "values first, then by cells.", "",
-             "| # | finding | status | cells | title | one fix | patch | repro lines |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| # | finding | status | cells | title | one fix | patch | repro lines | repro printed |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for d in drafts:
         one = ", ".join(e.fix for e in d.single_fixes) or "-"
         patch = ("validated" if d.validated else "yes") if d.patch_from else "-"
         lines.append(f"| [{d.folder}]({d.folder}/issue.md) | {d.finding.id} | {d.finding.status} "
                      f"| {d.stock_cells} | {d.title.replace('|', '/')[:140]} | {one} | {patch} "
-                     f"| {d.repro_lines} |")
+                     f"| {d.repro_lines} | {d.repro_status or '-'} |")
     return "\n".join(lines) + "\n"
 
 
-def write(run_dir: str | Path, out: str | Path) -> list[Draft]:
-    """The drafts into ``out`` (replaced whole only once every file is written; an ``out``
-    that holds something other than drafts is refused: UpstreamError)."""
+def check_out(out: str | Path) -> Path:
+    """``out`` when it is new, empty, or an earlier drafts folder; else UpstreamError."""
     out = Path(out)
     if out.exists() and (not out.is_dir() or (any(out.iterdir())
                                               and not (out / "index.md").exists())):
         raise UpstreamError(f"--out {out}: exists and is not an upstream drafts folder; "
                             "name a new or empty folder")
-    drafts = build(Path(run_dir))
+    return out
+
+
+def write(run_dir: str | Path, out: str | Path, drafts: list[Draft] | None = None) -> list[Draft]:
+    """The drafts (default: ``build(run_dir)``) into ``out`` (replaced whole only once every
+    file is written; an ``out`` that holds something other than drafts is refused:
+    UpstreamError)."""
+    out = check_out(out)
+    drafts = build(Path(run_dir)) if drafts is None else drafts
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".upstream-", dir=out.parent))
     for d in drafts:
@@ -382,6 +402,8 @@ def write(run_dir: str | Path, out: str | Path) -> list[Draft]:
         (sub / "repro.py").write_text(d.repro)
         (sub / "patch.diff").write_text(d.patch)
         (sub / "validation.log").write_text(d.validation)
+        if d.repro_output:
+            (sub / "repro.log").write_text(scrub(d.repro_output))
         if d.picture:
             shutil.copyfile(d.picture, sub / "picture.png")
     (tmp / "index.md").write_text(index_markdown(drafts, RunFolder(run_dir).run_id))
