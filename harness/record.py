@@ -17,7 +17,7 @@ from harness.spec import ConvCase
 CASE_FIELDS = tuple(f.name for f in dataclasses.fields(ConvCase))
 METRIC_COLUMNS = ("max_abs_error", "max_rel_error", "mae", "sqnr_db", "max_abs_error_vs_float",
                   "error_steps", "eager_error_steps", "tolerance", "out_shape", "ref_shape",
-                  "error_pattern")
+                  "error_pattern", "tolerance_bound", "bound_ratio")
 
 
 def cell_key(case_id: str, backend: str, fixes: str) -> tuple:
@@ -59,6 +59,11 @@ class CellResult:
     error_steps: float | None = None
     eager_error_steps: float | None = None  # fp16/bf16: eager's own error, in the same steps
     tolerance: float | None = None
+    # A float cell (stages/compare.py, ErrorBound): max over elements of |out - ref| / bound
+    # (3.2 = "3.2x the bound"; PASS iff <= 1) and the bound at that element; None for int8
+    # and for a cell that did not compare values.
+    bound_ratio: float | None = None
+    tolerance_bound: float | None = None
     out_shape: list | None = None
     ref_shape: list | None = None
     # a MISMATCH: where the output is wrong (stages/fingerprint.py), e.g. "right edge 3 cols ·

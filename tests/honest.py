@@ -59,14 +59,18 @@ def assert_honest(row, *, runtime: bool = True) -> str:
     if status in (Status.PASS, Status.MISMATCH):  # it executed and was measured
         assert _num(row.run_time_s) is not None and _num(row.run_time_s) > 0, row
     steps, error = _num(getattr(row, "error_steps", None)), _num(row.max_abs_error)
+    # a float cell judged by its error bound (issue #48): PASS iff the worst element is within
+    # it; int8 (and a row written before the bound) in steps
+    ratio = _num(getattr(row, "bound_ratio", None))
+    allowed = None if ratio is not None else allowed_steps(row)
     if status == Status.PASS:
         assert error is not None and math.isfinite(error), row
-        allowed = allowed_steps(row)
+        assert ratio is None or ratio <= 1, row
         if allowed is not None:
             assert steps is not None and steps <= allowed, row
     if status == Status.MISMATCH:  # metrics, or the shape/dtype/NaN that made it one
         assert error is not None or "vs reference" in message or "NaN" in message, row
-        allowed = allowed_steps(row)
+        assert ratio is None or ratio > 1 or "NaN" in message, row
         if allowed is not None and steps is not None and math.isfinite(steps):
             assert steps > allowed or "vs reference" in message, row
     return status

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import os
 from pathlib import Path
 
@@ -30,6 +31,18 @@ COLORS = {Status.INVALID: "#9e9e9e", Status.LOWER_ERROR: "#8e24aa",
           Status.NOT_DELEGATED: "#fb8c00", Status.CONTRACT_VIOLATION: "#e53935",
           Status.NO_RUNTIME: "#90caf9", Status.CRASH: "#000000", Status.RUNTIME_ERROR: "#6d4c41",
           Status.MISMATCH: "#c62828", Status.PASS: "#43a047"}
+
+
+def max_abs_text(status: str, metrics: dict) -> str:
+    """A cell's max|d| as the cells table shows it; a float MISMATCH's with how far outside its
+    error bound the worst element is ("0.0123 (23x the bound)", stages/compare.py)."""
+    if metrics.get("max_abs_error") is None:
+        return ""
+    text = f"{metrics['max_abs_error']:.3g}"
+    ratio = metrics.get("bound_ratio")
+    if status == "MISMATCH" and ratio is not None:
+        text += f" ({ratio:.3g}x the bound)" if math.isfinite(ratio) else " (inf x the bound)"
+    return text
 
 
 def feature_group(row) -> str:
@@ -92,7 +105,8 @@ def write(run_dir: str | os.PathLike, df: pd.DataFrame | None = None, header: Ru
         script = folder.repro_path(r["case_id"], r["backend"], r["fixes"])
         metrics = {k: r.get(k) for k in ("predicted", "isolation", "max_abs_error",
                                          "max_rel_error", "mae", "sqnr_db",
-                                         "error_steps", "eager_error_steps", "tolerance", "out_shape",
+                                         "error_steps", "eager_error_steps", "tolerance",
+                                         "tolerance_bound", "bound_ratio", "out_shape",
                                          "ref_shape",
                                          "delegated_ops", "undelegated_ops", "pte_size_kb",
                                          "quantize_time_s", "lower_time_s", "run_time_s",
@@ -104,8 +118,7 @@ def write(run_dir: str | os.PathLike, df: pd.DataFrame | None = None, header: Ru
                       "program": matrix.program_note(r.get("reused_from")),
                       "fixes": r["fixes"], "status": r["status"], "color": COLORS[r["status"]],
                       "message": r.get("message") or "",
-                      "max_abs": "" if metrics.get("max_abs_error") is None
-                      else f"{metrics['max_abs_error']:.3g}", "group": r["group"],
+                      "max_abs": max_abs_text(r["status"], metrics), "group": r["group"],
                       "features": cell_features(r), "source": _text(r.get("source")),
                       "finding": holder.get((r["case_id"], r["backend"], r["fixes"]))
                       or findings.cell_finding_id(r) or "",

@@ -123,7 +123,8 @@ def _device_row(header: RunHeader, local: CellResult, case, lane: str,
     prepared = prepared_for(header, case, Lane.of(local.backend, local.fixes))
     refs = prepared.refs
     verdict = compare(out, refs.ref, float_ref=refs.float_ref, eager_ref=refs.eager_ref,
-                      out_scale=prepared.out_scale, steps=backend.quant_tolerance_steps,
+                      bound=refs.bound, out_scale=prepared.out_scale,
+                      steps=backend.quant_tolerance_steps,
                       groups=case.groups)
     row.update(**{c: verdict.metrics.get(c) for c in METRIC_COLUMNS})
     row.error_pattern = verdict.metrics.get("error_pattern") or ""

@@ -214,6 +214,72 @@ def upcast_reference(module: torch.nn.Module, inputs: tuple, dtype: torch.dtype)
         return wide(*(x.float() for x in inputs)).to(dtype)
 
 
+def exact_reference(module: torch.nn.Module, inputs: tuple) -> torch.Tensor:
+    """The float case's reference: its own (already rounded) weights and inputs computed in
+    float64, not rounded back (what every float cell is judged against, with its bound)."""
+    wide = copy.deepcopy(module).double()
+    with torch.no_grad():
+        return wide(*(x.double() for x in inputs))
+
+
+# Epilogue ops that round (their roundings to the program's dtype) and add a term to the sum;
+# relu, relu6, hardtanh and clamp are exact and 1-Lipschitz: the error passes, nothing added.
+# Batchnorm (y - mean) w / sqrt(var + eps) + b: three roundings for the scale, three applying it.
+_EPILOGUE_ROUNDINGS = {"batchnorm": 6, "add": 1}
+
+
+def error_bound(case: ConvCase, module: torch.nn.Module, inputs: tuple):
+    """The float case's ``compare.ErrorBound``: its float64 reference (``exact_reference``) and
+    the magnitude of the terms behind each output element, M = |W| conv |X| + |b| (the case's
+    own conv, padding mode included, on absolute weights, bias and padded input, float64),
+    carried through the epilogue (batchnorm (y - mean) a + b: |a| (M + |mean|) + |b|; add:
+    M + |residual|; the clamps: M unchanged). K = in_channels / groups x kernel volume (an upper bound per output
+    of a transposed conv), + 1 for the bias and each batchnorm or add."""
+    from harness.stages.compare import ErrorBound
+
+    given = dict(zip(input_names(case), inputs, strict=True))
+    if case.weights == "input":
+        weight, bias = given["weight"], given.get("bias")
+    else:
+        conv = module.conv if case.has_context else module
+        weight, bias = conv.weight, conv.bias
+    magnitude_conv = build_conv(case).double()
+    with torch.no_grad():
+        magnitude_conv.weight.copy_(weight.detach().double().abs())
+        if bias is not None:
+            magnitude_conv.bias.copy_(bias.detach().double().abs())
+        x = given["x"].double()
+        if case.prologue is not None:  # the pad's constant enters the sum as |value|
+            _, pads, value = case.prologue
+            x = torch.nn.functional.pad(x, list(pads), value=float(value))
+        magnitude = magnitude_conv(x.abs())
+    kernel_volume = 1
+    for k in weight.shape[2:]:
+        kernel_volume *= int(k)
+    terms = case.in_channels // case.groups * kernel_volume + (1 if bias is not None else 0)
+    # the conv's output rounded to a low-precision dtype before an epilogue op (the last
+    # rounding, at the value, is the bound's own term)
+    roundings = 1 if case.dtype != "float32" and case.epilogue else 0
+    residual = 0
+    for i, op in enumerate(case.epilogue):
+        name = op if isinstance(op, str) else op[0]
+        if name == "batchnorm":
+            bn = getattr(module, f"bn{i}")
+            scale = bn.weight.double().abs() / torch.sqrt(bn.running_var.double() + bn.eps)
+            shape = (1, -1) + (1,) * (magnitude.dim() - 2)
+            # |a| (M + |mean|) + |b|: the terms as eager spells them; covers a folded weight
+            # and shift b - mean a too
+            magnitude = (scale.view(shape) * (magnitude + bn.running_mean.double().abs().view(shape))
+                         + bn.bias.double().abs().view(shape))
+        elif name == "add":
+            magnitude = magnitude + given[f"residual{residual}"].double().abs()
+            residual += 1
+        roundings += _EPILOGUE_ROUNDINGS.get(name, 0)
+        terms += 1 if name in _EPILOGUE_ROUNDINGS else 0
+    return ErrorBound(exact=exact_reference(module, inputs), magnitude=magnitude.detach(),
+                      terms=terms, dtype=case.dtype, roundings=roundings)
+
+
 def calibration_inputs(case: ConvCase, n: int = 4) -> list[tuple[torch.Tensor, ...]]:
     """Inputs the quantizer's observers see; the test input is among them, so no value of it
     falls outside the calibrated range (that clipping would be the quantizer's doing, not the

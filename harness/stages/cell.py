@@ -126,6 +126,7 @@ def execute(case: ConvCase, prepared: Prepared, log_path: str | None = None) -> 
         return _timed(blame(row, prepared, done.log), prepared, t0)
     row.phase = "compare"
     verdict = compare(outputs[0], refs.ref, float_ref=refs.float_ref, eager_ref=refs.eager_ref,
+                      bound=refs.bound,
                       out_scale=prepared.out_scale, steps=backend.quant_tolerance_steps,
                       groups=case.groups)
     row.update(**{c: verdict.metrics.get(c) for c in METRIC_COLUMNS})

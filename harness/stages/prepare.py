@@ -30,7 +30,8 @@ from dataclasses import dataclass, field, fields
 import torch
 
 from harness.stages import backends
-from harness.stages.build import build_module, dynamic_shapes, make_inputs, upcast_reference
+from harness.stages.build import (build_module, dynamic_shapes, error_bound, make_inputs,
+                                  upcast_reference)
 from harness.stages.lower import Watch, comparable, lower, probe_identity
 from harness.stages.quantize import output_qparams, quantize
 from harness.stages.sizes import sized_references
@@ -47,6 +48,9 @@ class References:
     ref: torch.Tensor
     float_ref: torch.Tensor | None = None
     eager_ref: torch.Tensor | None = None
+    # a float case's error bound (compare.ErrorBound: the reference in float64 and the
+    # magnitude of the terms behind each element), by which it is judged; None for int8
+    bound: object = None
     # a dynamic case: the same per size it executes at (stages/sizes.py: dicts of size, inputs,
     # ref, float_ref, eager_ref), in the case's order; [] for a static case
     sizes: list = field(default_factory=list)
@@ -187,6 +191,8 @@ def _program(case: ConvCase, module, inputs: tuple, float_ref, backend) -> _Prog
     refs = References(inputs=inputs, ref=float_ref)
     if float_ref.dtype != torch.float32:  # fp16/bf16: judged against the upcast reference
         refs.ref, refs.eager_ref = upcast_reference(module, inputs, float_ref.dtype), float_ref
+    if not case.quant:  # every float cell is judged against its error bound (compare.py)
+        refs.bound = error_bound(case, module, inputs)
     program = _Program(refs=refs)
     program_module = module
     try:

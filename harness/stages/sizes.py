@@ -31,7 +31,7 @@ def sized_references(case: ConvCase, module, program_module=None) -> list[dict]:
     """Per size of a dynamic case ([] for a static one): its inputs, its eager reference (the
     quantized model's for int8, with the float output beside it; the upcast one for fp16/bf16,
     with eager's own beside it), as References holds them for the case's own size."""
-    from harness.stages.build import size_inputs, upcast_reference
+    from harness.stages.build import error_bound, size_inputs, upcast_reference
 
     out = []
     for shape in case.dynamic_sizes:
@@ -45,6 +45,8 @@ def sized_references(case: ConvCase, module, program_module=None) -> list[dict]:
                     entry.update(ref=program_module(*inputs), float_ref=eager)
                 elif eager.dtype != torch.float32:
                     entry.update(ref=upcast_reference(module, inputs, eager.dtype), eager_ref=eager)
+                if not case.quant:  # judged against its error bound, as a static cell
+                    entry["bound"] = error_bound(case, module, inputs)
         except Exception as e:  # eager's own verdict at this size (spec.py should prevent it)
             entry["error"] = f"{type(e).__name__}: {e}".splitlines()[0]
         out.append(entry)
@@ -93,7 +95,8 @@ def judge(case: ConvCase, prepared, row, runs: list[dict], backend):
             result.update(status=Status.RUNTIME_ERROR.value, message=run["error"])
         else:
             verdict = compare(run["outputs"][0], entry["ref"], float_ref=entry.get("float_ref"),
-                              eager_ref=entry.get("eager_ref"), out_scale=prepared.out_scale,
+                              eager_ref=entry.get("eager_ref"), bound=entry.get("bound"),
+                              out_scale=prepared.out_scale,
                               steps=backend.quant_tolerance_steps, groups=case.groups)
             result.update(status=(Status.PASS if verdict.ok else Status.MISMATCH).value,
                           max_abs=verdict.metrics.get("max_abs_error"), message=verdict.message)
