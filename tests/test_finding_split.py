@@ -202,3 +202,16 @@ def test_a_baseline_knows_split_parts_and_merged_findings_by_any_of_their_ids(tm
     fresh = baseline.classify(df, baseline.Baseline("none", set()))
     assert fresh[fresh != ""].str.startswith("new: ").all()
     assert set(fresh[fresh != ""].str.slice(5)) == {f.id for f in findings.find(df)}
+
+
+def test_a_shrink_or_diagnosis_try_lands_in_a_merged_or_split_finding_by_its_key():
+    cells = _q8_batch()
+    (q8,) = findings.find(cells)
+    keys = {findings.cell_finding_id(c) for c in cells} - {None}
+    assert all(findings.lands_in(k, q8) for k in keys)  # any shader of the merged bug
+    assert not findings.lands_in("F-00000000", q8) and not findings.lands_in("", q8)
+    xnn = [CellResult(case=conv(i), backend="xnnpack", status="RUNTIME_ERROR", message=PROPAGATE,
+                      component="delegate:xnnpack:XNNConv2d" if i < 3 else
+                      "delegate:xnnpack:XNNStaticConstantPad") for i in range(5)]
+    small = findings.find(xnn)[1]
+    assert findings.lands_in(findings.cell_finding_id(xnn[4]), small) and small.id != small.split_from

@@ -318,6 +318,12 @@ def finding_of(found: list[Finding]) -> dict:
     return {tuple(k): f.id for f in found for k in f.cell_keys}
 
 
+def lands_in(key_id: str, f: Finding) -> bool:
+    """Whether a cell whose key id (``cell_finding_id``) is ``key_id`` lands in ``f``: its own
+    key, or one merged into it, or the key it is a split part of (a shrink or diagnosis try)."""
+    return bool(key_id) and key_id in (f.aliases or [f.id])
+
+
 def known_as(f: Finding, ids) -> str:
     """How a baseline that knew ``ids`` knows the finding: "" (new), its own id, or a note that
     it is a part split off a known finding, or merged from known ones."""

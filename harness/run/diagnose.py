@@ -22,7 +22,7 @@ from harness.generation.variants import one_step
 from harness.lane import Lane
 from harness.results import diagnosis as diagnosis_mod
 from harness.results.diagnosis import Diagnosis, Variant
-from harness.results.findings import Finding
+from harness.results.findings import Finding, lands_in
 from harness.run.shrink import Lab
 from harness.spec import ConvCase
 from harness.stages.build import eager_check
@@ -56,7 +56,7 @@ def diagnose(f: Finding, lab: Lab, budget_s: float) -> Diagnosis:
     if time.monotonic() >= deadline:
         return done(_ran_out(d))
     control = lab.run(case, lane)
-    d.control, d.control_keeps = control.status, control.finding == f.id
+    d.control, d.control_keeps = control.status, lands_in(control.finding, f)
     if not d.control_keeps:
         return done(f"the representative {case.case_id} itself no longer lands in the finding "
                     f"({control.status}{' ' + control.finding if control.finding else ''}): "
@@ -66,7 +66,7 @@ def diagnose(f: Finding, lab: Lab, budget_s: float) -> Diagnosis:
             return done(_ran_out(d))
         t = lab.run(s.case, lane)
         d.variants.append(Variant(s.field, s.change, s.case.case_id, t.status, t.finding,
-                                  t.finding == f.id))
+                                  lands_in(t.finding, f)))
     return done("" if steps else "no legal one-step variant")
 
 

@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample
 
 from harness.stages.build import eager_check
-from harness.results.findings import (Finding, cell_finding_id, finding_id, per_minute,
+from harness.results.findings import (Finding, cell_finding_id, finding_id, lands_in, per_minute,
                                       shrink_line)
 from harness.lane import Lane
 from harness.spec import CaseError, ConvCase
@@ -228,7 +228,7 @@ def shrink(finding: Finding, budget_s: float, lab: Lab) -> Shrunk:
             return seen.get(case.case_id, False)
         if lab.known(case, lane) is None:
             tries += 1
-        seen[case.case_id] = lab.run(case, lane).finding == finding.id
+        seen[case.case_id] = lands_in(lab.run(case, lane).finding, finding)
         return seen[case.case_id]
 
     base = ConvCase.from_dict(example["case"])
@@ -254,7 +254,7 @@ def from_baseline(finding: Finding, stored: dict, lab: Lab) -> Shrunk | None:
     if lab.problem(lane):
         return None
     start, ran = time.monotonic(), lab.known(case, lane) is None
-    if lab.run(case, lane).finding != finding.id:
+    if not lands_in(lab.run(case, lane).finding, finding):
         return None
     return Shrunk(finding.id, case, round(time.monotonic() - start, 1), int(ran),
                   "the baseline's minimal case, still in this finding: not shrunk again")
