@@ -188,3 +188,17 @@ def test_a_repro_alone_prints_its_stated_status(run_dir, tmp_path, vulkan_runtim
     status = [ln for ln in proc.stdout.splitlines() if ln.startswith("STATUS:")]
     assert status == ["STATUS: MISMATCH"], proc.stdout + proc.stderr
     assert re.search(r"expected \S+, actual \S+ at flat index", proc.stdout)
+
+
+def test_run_one_reads_the_status_a_script_prints_alone():
+    """--run-repros' runner: the STATUS line, a process that dies is CRASH, none printed is '?';
+    the plug-in comes by $VULKAN_RUNTIME as given."""
+    from harness.run.upstream import run_one
+
+    said = run_one('import os\nprint("hello")\nprint("STATUS: MISMATCH (max|d|=2)")\n'
+                   'print(os.environ.get("VULKAN_RUNTIME"))', "/x/lib.so")
+    died = run_one("import os\nos.abort()", None)
+    mute = run_one("print('no status')", None)
+    assert said == ("MISMATCH", "hello\nSTATUS: MISMATCH (max|d|=2)\n/x/lib.so")
+    assert died[0] == "CRASH"
+    assert mute == ("?", "no status")
