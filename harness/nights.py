@@ -130,8 +130,9 @@ class NightState:
         """Both states' nights, paths and cells (the union; ``other``'s release if set)."""
         reached = {b: sorted(set(self.reached.get(b, [])) | set(other.reached.get(b, [])))
                    for b in sorted(set(self.reached) | set(other.reached))}
-        return NightState(SCHEMA_VERSION, other.executorch or self.executorch,
-                          [*self.nights, *other.nights], reached,
+        ids = {n.run_id for n in self.nights if n.run_id}  # a run learnt twice is one night
+        nights = [*self.nights, *(n for n in other.nights if not n.run_id or n.run_id not in ids)]
+        return NightState(SCHEMA_VERSION, other.executorch or self.executorch, nights, reached,
                           sorted(set(self.cells) | set(other.cells)))
 
     def to_dict(self) -> dict:
@@ -231,9 +232,7 @@ class Tonight:
                + (f" ({per})" if per else "")
                + f"; {len(self.cells)} of {self.cells_run} case-space cell(s) run for the "
                "first time"]
-        if self.problem:
-            out.insert(0, f"coverage state: {self.problem}")
-        return out
+        return out  # the problem, if any, is said once, when the state is read
 
 
 def observed(cells) -> tuple[dict, list]:

@@ -104,6 +104,11 @@ def test_a_second_night_reports_only_what_the_first_did_not_reach():
     assert tonight.paths == {"xnnpack": ["p2"]}
     assert tonight.cells == [nights.space_cell(b)] and tonight.cells_run == 2
     assert [n.seed for n in second.nights] == [1, 2]
+    again, _ = nights.learn(second, [_cell(b, "xnnpack", ["p2"])], nights.Night(seed=3))
+    assert len(again.nights) == 3
+    same = nights.Night(seed=9, run_id="r9")
+    once, _ = nights.learn(first, [], same)
+    assert len(nights.learn(once, [], same)[0].nights) == len(once.nights)  # learnt twice: one
     assert second.reached == {"xnnpack": ["p1", "p2"]}
     # merging is a union, whichever way round
     assert set(first.merged(second).cells) == set(second.merged(first).cells) == set(second.cells)
