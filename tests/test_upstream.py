@@ -202,3 +202,14 @@ def test_run_one_reads_the_status_a_script_prints_alone():
     assert said == ("MISMATCH", "hello\nSTATUS: MISMATCH (max|d|=2)\n/x/lib.so")
     assert died[0] == "CRASH"
     assert mute == ("?", "no status")
+
+
+def test_a_graph_fix_brings_its_upstream_diff_a_fix_that_clears_nothing_none():
+    tconv = upstream.FixEffect("vk-tconv-dilation", "graph", "", "", 2, 2,
+                               (("NOT_DELEGATED", 2),), (), (), 0)
+    nothing = upstream.FixEffect("vk-dw-edge-pad", "graph", "", "", 2, 0, (("MISMATCH", 2),),
+                                 (), (), 0)
+    text, fix = upstream.patch_for([tconv])
+    assert fix == "vk-tconv-dilation" and "--- a/backends/vulkan/op_registry.py" in text
+    assert upstream.patch_for([nothing]) == (
+        "# no upstream patch yet: no single fix of this run clears it\n", "")

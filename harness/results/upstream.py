@@ -191,20 +191,27 @@ def fix_effects(f: findings_mod.Finding, cells: list[CellResult]) -> list[FixEff
     return sorted(out, key=lambda e: (not e.validated, not e.clears, -e.cleared, e.fix))
 
 
+# Graph fixes' upstream form: the change ExecuTorch itself would make, as a diff against its
+# main (cases/upstream/patches/NAME.diff, NAME the convconf fix it mirrors).
+UPSTREAM_PATCHES = known_issues.KNOWN_ISSUES_FILE.parent / "patches"
+
+
 def patch_for(effects: list[FixEffect]) -> tuple[str, str]:
-    """(patch.diff text, the fix it comes from): the first single fix that clears the finding
-    and is a runtime patch (an ExecuTorch diff); else a line saying why there is none."""
+    """(patch.diff text, the fix it comes from): for the first single fix that clears the
+    finding, its ExecuTorch diff (a runtime patch's, or a graph fix's upstream form in
+    cases/upstream/patches/); else a line saying why there is none."""
     from harness.runtimes import patching
 
-    known = {p.name: p for p in patching.list_patches()}
-    for e in effects:
-        if e.clears and e.runtime_patch in known:
-            return known[e.runtime_patch].path.read_text(), e.fix
+    known = {p.name: p.path for p in patching.list_patches()}
+    for e in [e for e in effects if e.clears]:
+        path = known.get(e.runtime_patch) or UPSTREAM_PATCHES / f"{e.fix}.diff"
+        if path.is_file():
+            return path.read_text(), e.fix
     clears = [e for e in effects if e.clears]
     if clears:
         return (f"# no upstream patch yet: the fix that clears it, {clears[0].fix} "
-                f"[{clears[0].kind}], is a graph rewrite in convconf (harness/stages/fixes/), "
-                "not a change to ExecuTorch itself\n", "")
+                f"[{clears[0].kind}], is a graph rewrite in convconf (harness/stages/fixes/); "
+                "its upstream form is not written yet (cases/upstream/patches/)\n", "")
     return "# no upstream patch yet: no single fix of this run clears it\n", ""
 
 
@@ -357,6 +364,11 @@ def validation_log(d: Draft, header: RunHeader) -> str:
     if d.repro_status:
         lines += ["", f"repro.py run alone: STATUS: {d.repro_status} (stated: {d.stated}): "
                       + ("as stated" if d.repro_status == d.stated else "NOT as stated")]
+    graph = [e for e in d.effects if e.fix == d.patch_from and e.kind == "graph"]
+    if graph:
+        lines += ["", f"patch.diff is the upstream form of the graph fix {d.patch_from} (against "
+                      "ExecuTorch main); the cells above ran with the fix lane, the same rule "
+                      "applied while lowering: the diff itself has not been run at a tree"]
     lines += ["", "ExecuTorch's own tests beside the patched code: not run (the wheel ships no "
               "Vulkan runtime tests; the plug-in build compiles the patched sources)", ""]
     return "\n".join(lines)
