@@ -1,8 +1,9 @@
 """``harness bisect --run-diff A B --source GITDIR --out DIR``: every cell that flipped between two
 runs at ExecuTorch commits (``harness run --executorch``), bisected to its first commit.
 
-1. The two runs name their commits (run.json's ``executorch_tree``); A's must be an ancestor of
-   B's, and neither may be dirty (uncommitted changes are in no commit to find).
+1. The two runs name their commits (run.json's ``executorch_tree``); B's may not be an ancestor
+   of A's (name the older run first), and neither may be dirty (uncommitted changes are in no
+   commit to find).
 2. ``results.diff`` lists the cells that moved (``FLIP_CHANGES``). Cells of one
    lane with the same old -> new status pair and the same culprit component are one *flip*: one
    ``git bisect run`` on its first cell (``bisect.run``, each step ``bisect_step``), the others
@@ -140,9 +141,10 @@ def run(old_run: Path, new_run: Path, source: Path, out: Path, cache: str | None
         raise FlipError(str(e)) from None
     if good == bad:
         raise FlipError(f"both runs are at {good[:12]}: nothing to bisect")
-    if not repo.is_ancestor(good, bad):
-        raise FlipError(f"{old_run}'s commit {good[:12]} is not an ancestor of {new_run}'s "
-                        f"{bad[:12]}: name the older run first")
+    if repo.is_ancestor(bad, good):  # (two release branches are fine: git bisects from
+        # their merge base)
+        raise FlipError(f"{new_run}'s commit {bad[:12]} is an ancestor of {old_run}'s "
+                        f"{good[:12]}: name the older run first")
     flips = flips_between(old_run, new_run)
     try:
         cases = {c.case_id: c for c in RunFolder(new_run).cases()}

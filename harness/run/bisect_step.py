@@ -238,12 +238,9 @@ class CellEvaluator:
         if not self.repo.has(wheel.git_version):
             return (f"ops outside the delegate ({', '.join(sorted(ops))}) run the wheel's kernels "
                     f"and its commit {wheel.git_version[:12]} is not in {self.repo.path}")
-        paths = []
-        for op in ops:
-            name = op.split(".")[1] if "." in op else op
-            for base in (name, name.split("_per_")[0]):
-                paths += [f"kernels/portable/cpu/op_{base}.cpp", f"kernels/quantized/cpu/op_{base}.cpp"]
-        differ = self.repo.native_moved(commit, wheel.git_version, sorted(set(paths)))
+        from harness.runtimes.tree import kernel_paths  # the same rule as a run at a tree
+
+        differ = self.repo.native_moved(commit, wheel.git_version, kernel_paths(ops))
         return (f"kernels of ops outside the delegate differ from the wheel's: {', '.join(differ)}"
                 if differ else "")
 
