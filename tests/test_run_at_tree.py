@@ -347,7 +347,8 @@ def test_runs_at_two_commits_diff_and_every_flip_bisects_to_its_commit(tmp_path)
                        "--cache", str(tmp_path / "cache"))
         assert done.returncode == 0, done.stdout + done.stderr
     old, new = tmp_path / "HEAD-2", tmp_path / "HEAD"
-    assert pd.read_csv(new / "matrix.csv")["status"].tolist() == ["NOT_DELEGATED"]
+    got = pd.read_csv(new / "matrix.csv")["status"].tolist()
+    assert got == ["NOT_DELEGATED"]  # harness-made: the test's own commit c2 refuses every conv
     done = harness("diff", str(old), str(new))
     said = " ".join(done.stdout.split())  # the console wraps long lines
     assert f"executorch {c1[:12]} over 1.5.1 ->" in said, done.stdout
@@ -360,3 +361,13 @@ def test_runs_at_two_commits_diff_and_every_flip_bisects_to_its_commit(tmp_path)
     assert flip["stage"] == "lowering"
     assert f"{c2[:12]} XNNPACK: refuse convs (#2), regression" in done.stdout
     assert json.loads((new / "flips.json").read_text())["flips"][0]["line"] == flip["line"]
+
+
+def test_resuming_a_run_at_a_tree_whose_overlay_is_gone_is_one_line(tmp_path):
+    out, before = existing_run(tmp_path)
+    _tree(python_digest="0" * 16).save(out / at_tree.RECORD)
+    before[at_tree.RECORD] = (out / at_tree.RECORD).read_bytes()
+    done = harness("run", "--resume", str(out), "--cache", str(tmp_path / "cache"))
+    line = _one_error_line(done)
+    assert "the overlay of aaaaaaaaaaaa (dirty)" in line and "is gone" in line
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
