@@ -12,6 +12,9 @@
            the target is about. --fresh: drop the bisect tree and its plug-ins first (so the
            --from build shows the seeding)
   folder   read a finished bisect folder (--folder DIR): steps vs budget, seconds per step
+  tree     a run at a commit (harness run --executorch --commit --source) vs the same run on the
+           wheel, each cold (a fresh lowering cache) and warm (again, same cache), in one
+           process tree so the ratios share the machine's load (--cases FILE, --backends)
 
 Measured 2026-12-06 (2 cores shared, load 2-8; executorch 1.5.1 wheel, stock plug-in from main
 cff6f4dd32; `plugin --from cff6f4dd32 --to 02b38d68f0 --fresh`): seeding the bisect tree from
@@ -26,6 +29,7 @@ Usage:
   python benchmarks/bench_bisect.py python --source ET_GIT [--commit SHA]
   python benchmarks/bench_bisect.py plugin --source ET_GIT --from A --to B [--fresh]
   python benchmarks/bench_bisect.py folder --folder runs/bisect-seed
+  python benchmarks/bench_bisect.py tree --source ET_GIT --commit v1.4.1 [--cases F --backends B]
 """
 
 from __future__ import annotations
@@ -140,6 +144,30 @@ def bench_plugin(source: str, a: str, b: str, fresh: bool = False) -> list[dict]
     return rows
 
 
+def bench_tree(source: str, commit: str, cases: str, backends: str) -> list[dict]:
+    """Wall seconds of `harness run` on the wheel and at ``commit``, cold then warm."""
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for label, extra in (("wheel", []), ("at " + commit[:12], ["--executorch", commit,
+                                                                   "--source", source])):
+            cache = Path(tmp) / f"cache-{len(rows)}"
+            for temp in ("cold", "warm"):
+                t = time.perf_counter()
+                done = subprocess.run(
+                    [sys.executable, "-m", "harness", "run", "--backends", backends, "--cases",
+                     cases, "--max-examples", "0", "-j", "1", "--no-progress", "--no-report",
+                     "--overwrite", "--out", str(Path(tmp) / f"run-{len(rows)}"), "--cache",
+                     str(cache), *extra], capture_output=True, text=True)
+                rows.append({"run": label, "cache": temp, "exit": done.returncode,
+                             "seconds": round(time.perf_counter() - t, 1)})
+                print(json.dumps(rows[-1]), flush=True)
+    base = {r["cache"]: r["seconds"] for r in rows[:2]}
+    for r in rows[2:]:
+        print(f"{r['run']} {r['cache']}: {r['seconds']} s = {r['seconds'] / base[r['cache']]:.2f}x "
+              f"the wheel's {base[r['cache']]} s", flush=True)
+    return rows
+
+
 def bench_folder(folder: Path) -> dict:
     r = json.loads((folder / "bisect.json").read_text())
     secs = [s["seconds"] for s in r["steps"] if s["outcome"] is not None]
@@ -155,7 +183,9 @@ def bench_folder(folder: Path) -> dict:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("what", choices=["steps", "python", "plugin", "folder"])
+    p.add_argument("what", choices=["steps", "python", "plugin", "folder", "tree"])
+    p.add_argument("--cases", default="cases/xnnpack_conv1d_same_even.json")
+    p.add_argument("--backends", default="xnnpack")
     p.add_argument("--sizes", type=int, nargs="+", default=[16, 100, 758])
     p.add_argument("--source", default=os.environ.get("CONVCONF_ET_GIT"))
     p.add_argument("--commit", default="10d3009521b0610ba9ce1bdb55ea662146129a97")
@@ -176,6 +206,9 @@ def main() -> int:
         p.error("--source (or $CONVCONF_ET_GIT): an ExecuTorch git repository")
     if a.what == "python":
         return 0 if bench_python(a.source, a.commit)[-1] <= 60 else 1
+    if a.what == "tree":
+        return 0 if all(r["exit"] == 0 for r in bench_tree(a.source, a.commit, a.cases,
+                                                             a.backends)) else 1
     return 0 if bench_plugin(a.source, a.a, a.b, a.fresh)[-1]["seconds"] <= 300 else 1
 
 

@@ -99,6 +99,16 @@ def cmd_run(args) -> int:
             return at_tree.run(args, getattr(args, "argv", sys.argv[1:]))
         except TreeError as e:
             raise UsageError(str(e)) from None
+    if args.resume:  # a run at a tree resumes at it
+        from harness.run import at_tree
+        from harness.runtimes.tree import TreeError
+
+        try:
+            code = at_tree.resume(args, getattr(args, "argv", sys.argv[1:]))
+        except TreeError as e:
+            raise UsageError(str(e)) from None
+        if code is not None:
+            return code
     base = _checked_options(args)
     earlier, problem = _earlier(args)
     corpus_ids = _corpus_ids(args.regression_corpus)

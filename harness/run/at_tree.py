@@ -168,16 +168,25 @@ def run(args, argv: list[str]) -> int:
     return subprocess.run(cmd, env=environment(overlay, record.resolve())).returncode
 
 
-def resume_environment(out: Path) -> dict | None:
-    """--resume of a run at a tree: the environment it ran in (None: a run on the wheel)."""
+def resume(args, argv: list[str]) -> int | None:
+    """``harness run --resume DIR`` of a run at a tree, from a process that is not at it: the
+    resumed run in a subprocess at the same tree (its overlay, its record) -> its exit code;
+    None for a run on the wheel (resumed here). TreeError when the tree's overlay is gone."""
     import json
 
-    record = out / RECORD
+    if os.environ.get(tree_mod.ENV):
+        return None  # already at the tree: this is the resumed run itself
+    record = Path(args.resume) / RECORD
     if not record.is_file():
         return None
     tree = EtTree.from_dict(json.loads(record.read_text()))
-    overlay = cache_root() / "trees" / "overlays" / tree.python_digest
-    return environment(overlay, record.resolve()) if overlay.is_dir() else None
+    overlay = cache_root(args.cache_dir) / "trees" / "overlays" / tree.python_digest
+    if not (overlay / "OVERLAY.json").is_file():
+        raise TreeError(f"--resume {args.resume}: the overlay of {tree.label} ({overlay}) is "
+                        f"gone: run it again")
+    print(f"run: resuming at {tree.label}", file=sys.stderr)
+    return subprocess.run([sys.executable, "-m", "harness", *argv],
+                          env=environment(overlay, record.resolve())).returncode
 
 
 # --- inside the overlay -----------------------------------------------------------------------
