@@ -250,3 +250,50 @@ def test_the_nightly_tests_job_runs_every_test_once_in_groups_of_pytest_split():
     assert all(groups), [len(g) for g in groups]
     together = [t for g in groups for t in g]
     assert sorted(together) == sorted(whole)  # every test once: none lost, none run twice
+
+
+def test_one_seed_per_night_reaches_every_shard_and_the_state_travels_between_jobs():
+    # Issue 46: the setup job draws the night's seed once (the run id, or the seed input to
+    # replay a night); every shard runs with that one seed, and the state of earlier nights
+    # (coverage state + regression corpus) goes setup -> shards and merge as an artifact; the
+    # merge job carries the night over (harness learn) and publishes it, never commits.
+    wf = _workflow("nightly.yml")
+    jobs = wf["jobs"]
+    assert "seed" in wf["on"]["workflow_dispatch"]["inputs"]
+    assert jobs["setup"]["outputs"]["seed"] == "${{ steps.args.outputs.seed }}"
+    args = next(s for s in jobs["setup"]["steps"] if s.get("id") == "args")
+    assert args["env"]["SEED"] == "${{ inputs.seed || github.run_id }}"
+    assert 'echo "seed=$SEED"' in args["run"]
+    assert jobs["shard"]["env"]["SEED"] == "${{ needs.setup.outputs.seed }}"
+    shard_runs = [t for s in jobs["shard"]["steps"] if "run" in s
+                  for t in _harness_commands(s["run"]) if t and t[0] == "run"]
+    assert len(shard_runs) == 1
+    run = shard_runs[0]
+    assert run[run.index("--seed") + 1] == "$SEED" and "--profile" in run
+    assert run[run.index("--coverage-state") + 1] == "nightly-state/coverage.json"
+    assert run[run.index("--regression-corpus") + 1] == "nightly-state/corpus.json"
+
+    def uses(job, action):
+        return [s for s in jobs[job]["steps"] if s.get("uses", "").startswith(action)]
+
+    up = [s for s in uses("setup", "actions/upload-artifact") if s["with"]["name"] ==
+          "nightly-state-in"]
+    assert up and up[0]["with"]["path"] == "nightly-state"
+    assert uses("setup", "actions/cache/restore")[0]["with"]["path"] == "nightly-state"
+    for job in ("shard", "merge"):
+        got = [s for s in uses(job, "actions/download-artifact")
+               if s["with"].get("name") == "nightly-state-in"]
+        assert got and got[0]["with"]["path"] == "nightly-state", job
+    merge_cmds = [t for s in jobs["merge"]["steps"] if "run" in s
+                  for t in _harness_commands(s["run"])]
+    learn = next(t for t in merge_cmds if t[0] == "learn")
+    assert learn[1] == "run" and "--coverage-state" in learn and "--regression-corpus" in learn
+    assert ["expect", "run", "--out", "nightly-learned/nightly.json"] in merge_cmds
+    saved = [s for s in uses("merge", "actions/cache/save")
+             if s["with"]["path"] == "nightly-state"]
+    assert len(saved) == 1
+    assert saved[0]["with"]["key"].startswith(
+        "convconf-nightly-state-et-${{ needs.setup.outputs.executorch }}-")
+    assert any(s["with"]["name"] == "nightly-learned" for s in uses("merge",
+                                                                    "actions/upload-artifact"))
+    assert wf["permissions"] == {"contents": "read"}  # the nightly never writes the repository
