@@ -74,7 +74,10 @@ def nightly(session):
                 "--fixes", "all", "--overwrite", "--shrink", "120", "--diagnose",
                 "--diagnose-budget", "120",
                 "--baseline", "cases/expectations/nightly.json",
-                "--save-failures", "cases/found.json")
+                # issue 46: a seed per night (none given: the date), the failing cases of every
+                # night re-run first and grown, steering toward what no earlier night reached
+                "--regression-corpus", "cases/found.json",
+                "--coverage-state", "runs/nightly-state.json")
 
 
 def _env(name: str, old_name: str, default: str) -> str:
