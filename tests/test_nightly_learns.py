@@ -58,6 +58,21 @@ def test_run_leaves_the_seed_to_the_profile_unless_given():
     assert parse(["run", "--out", "x"]).seed is None  # ci: run_seed makes it 0
 
 
+def test_a_repro_script_names_the_seed_and_the_command_that_draws_the_run_again():
+    from harness.header import RunHeader
+    from harness.results import repro
+
+    header = RunHeader(seed=31337, profile="nightly", max_examples=6)
+    command = "python -m harness run --profile nightly --seed 31337 --max-examples 6"
+    assert repro.found_by(header) == command
+    assert repro.found_by(RunHeader()) == ""  # a header without a seed names none
+    case = ConvCase(dim=2, in_channels=2, out_channels=2, kernel_size=3, input_shape=(1, 2, 5, 5))
+    text = repro.script(case, "xnnpack", "", "MISMATCH", "", None, command)
+    assert f"Found by a run of seed 31337: `{command}`" in text
+    assert "Found by a run" not in repro.script(case, "xnnpack", "", "MISMATCH")
+    compile(text, "repro.py", "exec")
+
+
 # --- the state ----------------------------------------------------------------------------------
 def _cell(case: ConvCase, backend: str, reached: list, status: str = "PASS") -> CellResult:
     return CellResult(case=case, backend=backend, status=status, reached=reached,
@@ -193,6 +208,9 @@ def test_two_tiny_nights_share_a_state_and_grow_a_corpus(tmp_path):
     assert [json.loads((out / "run.json").read_text())["seed"] for out, _ in runs] == [101, 202]
     carried = nights.read(state)
     assert [n.seed for n in carried.nights] == [101, 202]
+    report = _harness("report", runs[1][0], cwd=tmp_path, timeout=600)
+    assert report.returncode == 0, report.stderr[-2000:]
+    assert 'id="first-reached"' in (runs[1][0] / "report.html").read_text()
     first = [nights.Tonight.from_dict(json.loads((out / nights.TONIGHT_FILE).read_text()))
              for out, _ in runs]
     assert first[0].earlier_nights == 0 and first[1].earlier_nights == 1
