@@ -7,7 +7,7 @@ answer rounded once, eager PyTorch's own kernel, a float32 sum in any order) is 
 bound, a result further off than the bound is outside it, the verdict and the fingerprint use
 the same per-element rule, and the row says how far inside or outside (``bound_ratio``).
 Which status a delegate earns on a long reduction is its corpus entry
-(cases/long_reductions.json), not a test."""
+(cases/nightly/long_reductions.json), not a test."""
 
 from __future__ import annotations
 
@@ -216,7 +216,7 @@ LONG = ConvCase(dim=2, in_channels=1024, out_channels=8, kernel_size=3, padding=
 def test_a_long_reduction_on_xnnpack_is_judged_by_its_bound():
     """Conv2d(1024, 8, 3): 9217-term sums lowered to XNNPACK and executed; the row carries
     the bound and the ratio, and its status is PASS exactly when the ratio is <= 1 (its
-    status on 1.5.1: cases/long_reductions.json)."""
+    status on 1.5.1: cases/nightly/long_reductions.json)."""
     from harness.stages.cell import run_cell
 
     row = run_cell(LONG, "xnnpack", [])
