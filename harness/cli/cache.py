@@ -273,6 +273,7 @@ def after_run(cache_dir: str | None, df, out: Path) -> Pruned | None:
     except OSError as e:
         print(f"convconf: warning: cache {shown(root)}: cannot record the run's counts "
               f"({e.strerror})", file=sys.stderr)
+    _say_unstored(root, lowered)
     try:
         limit, where = configured_max()
     except UsageError as e:  # checked here, after the run: a warning, never a lost run
@@ -285,6 +286,33 @@ def after_run(cache_dir: str | None, df, out: Path) -> Pruned | None:
         say(f"cache: pruned {len(done.removed)} entries ({human(done.freed)}) to stay under "
             f"{human(limit)} ({where}): {human(done.after)} now")
     return done
+
+
+def _say_unstored(root: Path, lowered) -> int:
+    """One line when cells this run lowered are not in the cache (its workers could not store
+    them: a full disk); their verdicts stand, only the next run lowers them again."""
+    import tempfile
+
+    from harness.lane import Lane
+    from harness.stages.cache import Cache
+
+    if not {"case_id", "backend", "fixes", "cached"} <= set(lowered.columns):
+        return 0
+    store = Cache(root)
+    fresh = lowered[~lowered["cached"].astype(bool)]
+    unstored = sum(not store.has(r.case_id, Lane.of(r.backend, r.fixes if isinstance(
+        r.fixes, str) else "")) for r in fresh.itertuples())
+    if unstored:
+        try:  # why: the disk as it is now
+            with tempfile.TemporaryFile(dir=root) as fh:
+                fh.write(b"\0" * 65536)
+                fh.flush()
+            why = "missing after the run; see the lowering workers' logs"
+        except OSError as e:
+            why = e.strerror
+        say(f"cache: {unstored} of {len(fresh)} lowered cells could not be stored ({why}); "
+            f"their verdicts stand, the next run lowers them again")
+    return unstored
 
 
 def _epoch(started: str) -> float:
