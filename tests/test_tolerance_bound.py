@@ -186,6 +186,18 @@ def test_fingerprint_and_verdict_use_the_same_rule():
     assert "channel 1" in verdict.metrics["error_pattern"], verdict.metrics["error_pattern"]
 
 
+def test_the_report_shows_how_far_outside_the_bound():
+    """The cells table shows a float MISMATCH's max|d| with its ratio to the bound; a PASS, an
+    int8 cell (no ratio) and a cell with no values keep the bare number."""
+    from harness.results.report import max_abs_text
+
+    assert max_abs_text("MISMATCH", {"max_abs_error": 0.0123, "bound_ratio": 23.01}) == \
+        "0.0123 (23x the bound)"
+    assert max_abs_text("PASS", {"max_abs_error": 8.7e-4, "bound_ratio": 0.0026}) == "0.00087"
+    assert max_abs_text("MISMATCH", {"max_abs_error": 0.5}) == "0.5"
+    assert max_abs_text("RUNTIME_ERROR", {}) == ""
+
+
 def test_int8_stays_one_output_step():
     """A quantized cell is judged in output steps; a bound handed with it is not used."""
     ref = torch.linspace(-1, 1, 16).reshape(1, 1, 16)
