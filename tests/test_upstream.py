@@ -213,3 +213,21 @@ def test_a_graph_fix_brings_its_upstream_diff_a_fix_that_clears_nothing_none():
     assert fix == "vk-tconv-dilation" and "--- a/backends/vulkan/op_registry.py" in text
     assert upstream.patch_for([nothing]) == (
         "# no upstream patch yet: no single fix of this run clears it\n", "")
+
+
+def test_a_fix_that_leaves_a_cell_as_it_was_clears_nothing_and_not_delegated_is_no_draft(tmp_path):
+    """NOT_DELEGATED is right values: a fix lane still NOT_DELEGATED did nothing, and a finding
+    of right values the partitioner left out is no upstream bug report."""
+    from harness.results import findings
+
+    left = "outside the vulkan delegate: aten.convolution.default"
+    cells = [cell(DW, "NOT_DELEGATED", message=left), cell(DW, "NOT_DELEGATED", DW_FIX, left),
+             cell(GROUPED, "MISMATCH", pattern="every other channel"),
+             cell(GROUPED, "MISMATCH", DW_FIX, pattern="every other channel")]
+    found = {f.status: f for f in findings.find(cells)}
+    (nd,) = upstream.fix_effects(found["NOT_DELEGATED"], cells)
+    assert (nd.tried, nd.cleared, nd.clears) == (1, 0, False)
+    matrix.write(matrix.frame([c.to_row() for c in cells]), tmp_path)
+    RunFolder(tmp_path).write_cases([DW, GROUPED])
+    RunFolder(tmp_path).write_header({"versions": {"executorch": "1.5.1"}})
+    assert [d.finding.status for d in upstream.build(tmp_path)] == ["MISMATCH"]

@@ -184,7 +184,7 @@ def fix_effects(f: findings_mod.Finding, cells: list[CellResult]) -> list[FixEff
         except KeyError:
             kind, summary, patch = "?", "", ""
         out.append(FixEffect(fx, kind, summary, patch, len(pairs),
-                             sum(a.status in RIGHT for _, a in pairs),
+                             sum(a.status in RIGHT and a.status != c.status for c, a in pairs),
                              tuple(sorted(after.items(), key=lambda kv: -kv[1])),
                              tuple((c.case_id, c.status, a.status) for c, a in pairs),
                              tuple(regressed), also))
@@ -234,8 +234,8 @@ def build(run_dir: Path) -> list[Draft]:
     drafts = []
     for f in found:
         stock = [c for c in cells if not c.fixes and findings_mod.cell_finding_id(c) == f.id]
-        if not stock or not unreported(f):
-            continue
+        if not stock or not unreported(f) or f.status == Status.NOT_DELEGATED.value:
+            continue  # reported, our fix's own, or right values the partitioner left out
         drafts.append(_draft(folder, header, f, stock[0], cells))
         drafts[-1].stock_cells = len(stock)
     drafts.sort(key=Draft.order)
