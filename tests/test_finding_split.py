@@ -96,15 +96,23 @@ def test_error_patterns_of_different_kinds_split_one_shader_and_sizes_do_not():
     grouped = [mismatch(conv(i, groups=2, in_channels=6, out_channels=6),
                         "delegate:vulkan:conv2d_float",
                         "channels of group >= 1 · everything spatial · all batches") for i in range(2)]
-    width1 = [mismatch(conv(9, input_shape=(1, 4, 6, 1), groups=4, in_channels=4, out_channels=4),
+    width1 = [mismatch(conv(9, groups=2, in_channels=4, out_channels=4),
                        "delegate:vulkan:conv2d_float", "everything")]
-    found = findings.find(edge + grouped + width1)
-    assert sorted(f.count for f in found) == [2, 4]  # "everything" says no kind: the larger part
+    old = [mismatch(conv(12), "delegate:vulkan:conv2d_float", "")]  # no pattern: no kind
+    found = findings.find(edge + grouped + width1 + old)
+    assert sorted(f.count for f in found) == [1, 2, 4]  # the patternless cell: the largest part
     big = max(found, key=lambda f: f.count)
     assert "right edge N col" in big.split_why and big.id == findings.cell_finding_id(edge[0])
+    assert {f.split_why for f in found} >= {"wrong at everything", "wrong at channel of group >= N"}
     assert findings.pattern_kind("right edge 1 col · all channels · all batches") == \
         findings.pattern_kind("right edge 5 cols · all channels · all batches")
     assert len(findings.find(edge)) == 1  # the same bug at three edge widths: one finding
+    # on a width-1 output the edge is everything: no kind of its own, it joins the edge bug
+    flat = mismatch(conv(10, input_shape=(1, 4, 6, 1), kernel_size=(4, 1), padding="same",
+                         groups=4, in_channels=4, out_channels=4),
+                    "delegate:vulkan:conv2d_float", "everything")
+    flat.out_shape = [1, 4, 6, 1]
+    assert [f.count for f in findings.find(edge + [flat])] == [4]
 
 
 def test_cells_decided_by_two_different_parameters_split():

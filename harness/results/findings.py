@@ -468,7 +468,7 @@ class Evidence:
             return [("", cells)]
         kinds: dict = {}
         for r in cells:
-            k = pattern_kind(r.error_pattern or "")
+            k = pattern_kind(r.error_pattern or "", r.out_shape)
             if k:
                 kinds.setdefault(k, []).append(r)
         groups: list[list] = []  # [kind, cells]: a kind joins the first larger one it fits
@@ -481,7 +481,7 @@ class Evidence:
         if len(groups) < 2:
             return [("", cells)]
         for r in cells:
-            if not pattern_kind(r.error_pattern or ""):
+            if not pattern_kind(r.error_pattern or "", r.out_shape):
                 groups[0][1].append(r)
         return [(f"wrong at {' · '.join(sorted(k))}", sub) for k, sub in groups]
 
@@ -615,11 +615,16 @@ _KIND_NUMBER = re.compile(r"\d+(\.\d+)?|\(.*?\)")
 _KIND_UNIT = re.compile(r"\b(col|row|slice|channel|batch|group)(?:e?s)\b")
 
 
-def pattern_kind(pattern: str) -> frozenset:
+def pattern_kind(pattern: str, out_shape=None) -> frozenset:
     """What kind of wrong a MISMATCH's error pattern (stages/fingerprint.py) says, counts and
-    plurals out: its restricted parts only ("right edge N col", "N of N batch"), so
-    "everything" and "all batches" say nothing, and "right edge 1 col" and "right edge 3 cols"
-    are one kind."""
+    plurals out: its restricted parts only ("right edge N col", "N of N batch"; "all batches",
+    "everything spatial" say nothing), so "right edge 1 col" and "right edge 3 cols" are one
+    kind; "everything" (no axis restricted) is a kind of its own, except on an output with a
+    spatial size of 1 (``out_shape``), where an edge is all of it; no pattern (a matrix from
+    before the column) none."""
+    if (pattern or "").strip() == "everything":
+        flat = out_shape is not None and len(out_shape) > 2 and min(out_shape[2:]) == 1
+        return frozenset() if flat else frozenset({"everything"})
     out = set()
     for part in re.split(r" · | × | \+ | & ", pattern or ""):
         part = part.strip()
