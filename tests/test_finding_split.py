@@ -223,3 +223,20 @@ def test_a_shrink_or_diagnosis_try_lands_in_a_merged_or_split_finding_by_its_key
                       "delegate:xnnpack:XNNStaticConstantPad") for i in range(5)]
     small = findings.find(xnn)[1]
     assert findings.lands_in(findings.cell_finding_id(xnn[4]), small) and small.id != small.split_from
+
+
+def test_the_same_runtime_check_at_another_line_of_a_patched_runtime_is_one_finding():
+    at = ("Exception raised from execute at executorch/backends/vulkan/runtime/VulkanBackend.cpp:"
+          "{}: (args.size() == num_inputs + num_outputs) is false!")
+    case = conv(1, padding_mode="circular")
+    stock = CellResult(case=case, backend="vulkan", status="RUNTIME_ERROR", message=at.format(729))
+    patched = CellResult(case=case, backend="vulkan", fixes="vk-io-dim-order",
+                         status="RUNTIME_ERROR", message=at.format(781))
+    other = CellResult(case=conv(2), backend="vulkan", status="RUNTIME_ERROR",
+                       message=at.format(781).replace("args.size()", "inputs.size()"))
+    keys = [findings.cell_finding_id(c) for c in (stock, patched, other)]
+    assert len(set(keys)) == 3  # the line is in the key, as before
+    found = findings.find([stock, patched, other])
+    assert sorted(f.count for f in found) == [1, 2]  # another condition: another finding
+    (merged,) = [f for f in found if f.merged_from]
+    assert merged.merged_from == sorted(keys[:2]) and "another line" in merged.merge_why

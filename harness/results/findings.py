@@ -549,25 +549,29 @@ class Evidence:
                 counts[i] = counts.get(i, 0) + 1
         return {i for i, n in counts.items() if 2 * n > len(part.cells)}
 
-    def _one_rule(self, cells: list[CellResult], status: str) -> str:
+    def _one_rule(self, cells: list[CellResult], status: str,
+                  others: dict | None = None) -> tuple[str, list]:
         """A rule of one or two feature values that holds for every one of ``cells`` and for no
-        other cell of their lanes ("" when none, or fewer than MIN_RULE_CELLS cells)."""
-        if len(cells) < MIN_RULE_CELLS:
-            return ""
+        other cell of their lanes, over at least MIN_RULE_CELLS cells (("", []) when none).
+        ``others``: the other clusters of the same family and status (root -> their cells'
+        keys): the rule may also catch whole ones of them, which then join (-> their roots)."""
         inside = {self.k(r) for r in cells}
         common = set(self.feats(cells[0]).items())
         for r in cells[1:]:
             common &= set(self.feats(r).items())
-        if not common:
-            return ""
+        if not common or (len(inside) < MIN_RULE_CELLS and not others):
+            return "", []
         hits = self._atom_hits(cells, status)
-        common = sorted(common, key=str)
         for size in (1, 2):
-            for terms in itertools.combinations(common, size):
+            for terms in itertools.combinations(sorted(common, key=str), size):
                 caught = set.intersection(*(hits.get(t, set()) for t in terms))
-                if caught == inside:
-                    return " and ".join(_term(*t) for t in terms)
-        return ""
+                extra = caught - inside
+                joined = [k for k, keys in (others or {}).items() if keys & extra]
+                if len(caught) < MIN_RULE_CELLS or extra != set().union(
+                        *(others[k] for k in joined)):
+                    continue
+                return " and ".join(_term(*t) for t in terms), joined
+        return "", []
 
     def merge(self, parts: list[Part]) -> list[list[Part]]:
         """Parts in clusters: one finding each."""
@@ -579,36 +583,48 @@ class Evidence:
             return i
 
         fix = [self._complete_fix(p) for p in parts]
-        known = [self._issues(p) for p in parts]
         cells = {i: list(p.cells) for i, p in enumerate(parts)}  # a cluster's, by its root
+        known = {i: self._issues(p) for i, p in enumerate(parts)}  # ... and its known issues
         by_kind: dict = {}
         for i, p in enumerate(parts):
             by_kind.setdefault((family(p.cells[0].backend) if p.key[0] != "*" else "*",
                                 p.key[1]), []).append(i)
+
+        def apart(*roots: int) -> bool:  # the known-issue list says two bugs
+            named = [known[r] for r in roots if known[r]]
+            return any(not a & b for a, b in itertools.combinations(named, 2))
+
         for (fam, status), idx in sorted(by_kind.items()):
             for i, j in itertools.combinations(idx, 2):
-                if top(i) == top(j) or parts[i].base == parts[j].base:
+                a, b = top(i), top(j)
+                if a == b or parts[i].base == parts[j].base or apart(a, b):
                     continue
-                if known[i] and known[j] and not known[i] & known[j]:
-                    continue  # the known-issue list says two bugs
-                why = ""
+                why, joined = "", []
                 if fix[i] and fix[i] == fix[j]:
                     lane = Lane.of(parts[i].cells[0].backend, fix[i]).name
                     why = f"{lane} turns every stock cell PASS"
+                elif _LINE.sub(":N", parts[i].key[2]) == _LINE.sub(":N", parts[j].key[2]):
+                    why = "the same check at another line (a patched runtime's source)"
                 else:
-                    rule = self._one_rule(cells[top(i)] + cells[top(j)], status)
-                    if rule:
+                    others = {top(k): {self.k(r) for r in cells[top(k)]} for k in idx
+                              if top(k) not in (a, b)}
+                    rule, joined = self._one_rule(cells[a] + cells[b], status, others)
+                    if rule and not apart(a, b, *joined):
                         why = f"one rule picks exactly their cells: {rule}"
                 if why:
-                    a, b = top(i), top(j)
-                    members = [k for k in range(len(parts)) if top(k) in (a, b)]
-                    root[b] = a
-                    cells[a] += cells.pop(b)
+                    for c in [b, *joined]:
+                        root[c] = a
+                        cells[a] += cells.pop(c)
+                        known[a] |= known.pop(c)
+                    members = [k for k in range(len(parts)) if top(k) == a]
                     self.why[frozenset(parts[k].id for k in members)] = why
         clusters: dict = {}
         for i in range(len(parts)):
             clusters.setdefault(top(i), []).append(parts[i])
         return list(clusters.values())
+
+
+_LINE = re.compile(r"(?<=\.cpp):\d+|(?<=\.h):\d+|(?<=\.py):\d+")  # a source file's line
 
 
 _KIND_NUMBER = re.compile(r"\d+(\.\d+)?|\(.*?\)")
