@@ -118,7 +118,10 @@ def cmd_run(args) -> int:
         out, config, cases, done_rows = _started(args, earlier)
     from harness.run import runner
 
-    df = runner.execute(out, config, cases, progress=not args.no_progress, done_rows=done_rows)
+    try:
+        df = runner.execute(out, config, cases, progress=not args.no_progress, done_rows=done_rows)
+    except OSError as e:  # a full disk or file-size limit: stop in one line, resumable
+        return _stopped_by_disk(e, out)
     print_summary(df, out)
     shrunk = _investigate(args, out, config, df, base.minimal if base else None)
     verdict = _against_baseline(df, base)
@@ -217,6 +220,23 @@ def cmd_learn(args) -> int:
     if (folder.path / "report.html").exists():  # its "reached for the first time" section
         report.write(folder.path)
     return EXIT_OK
+
+
+EXIT_STOPPED = 3  # the run had to stop (a full disk): its journal keeps every finished cell
+
+
+def _stopped_by_disk(e: OSError, out: Path) -> int:
+    import errno
+
+    if e.errno not in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
+        raise e
+    from harness.run import journal
+
+    done = len(journal.read(out / "journal.jsonl").rows)
+    print(f"convconf: error: the run stopped: cannot write {shown(e.filename or out)} "
+          f"({e.strerror}); {done} finished cells are in its journal: free space, then "
+          f"python -m harness run --resume {shown(out)}", file=sys.stderr)
+    return EXIT_STOPPED
 
 
 def _checked_options(args):
