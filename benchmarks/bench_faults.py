@@ -405,10 +405,115 @@ class Bench:
         return o
 
 
+def nights(work: Path, jobs: int, bound: str = "", n: int = 5, examples: int = 3) -> None:
+    """The nightly's cache after ``n`` simulated nights (each a run of ``examples`` generated
+    cases with its own seed, XNNPACK), without a bound (cache A, as it grows) and with one
+    (cache B: after each night, what the night stored or served, as it is in A, then pruned
+    to the bound by `harness cache prune`'s own code): the sizes after every night."""
+    from harness.cli import cache as cache_cli
+    from harness.stages import cache as programs
+
+    a, b = work / "nights-unbounded", work / "nights-bounded"
+    for p in (a, b):
+        shutil.rmtree(p, ignore_errors=True)
+        p.mkdir(parents=True)
+    limit = cache_cli.parse_size(bound) if bound else None
+    print(f"{n} simulated nights: {examples} generated cases each (seed = night), xnnpack, "
+          f"-j {jobs}")
+    for night in range(1, n + 1):
+        t0 = time.time()
+        out = work / f"night-{night}"
+        shutil.rmtree(out, ignore_errors=True)
+        code, _, err = finish(start(
+            ["run", "--out", out, "--max-examples", examples, "--seed", night, "--backends",
+             "xnnpack", "--no-progress", "--no-report", "-j", jobs, "--cache", a],
+            env={cache_cli.MAX_ENV: "0"}))
+        used = [e for e in programs.entries(a) if e.last_used >= t0 - 1]
+        for e in used:
+            dest = b / e.path.relative_to(a)
+            shutil.rmtree(dest, ignore_errors=True)
+            shutil.copytree(e.path, dest)
+        if limit is None and night == 1:  # 1.5 nights' growth: the bound bites from night 2
+            limit = int(1.5 * sum(e.bytes for e in used))
+        pruned = cache_cli.prune(b, limit)
+        size_a = sum(i.bytes for i in cache_cli.inventory(a))
+        print(f"  night {night}: exit {code}, {len(used)} entries used; unbounded "
+              f"{cache_cli.human(size_a)} ({len(programs.entries(a))} entries), bounded to "
+              f"{cache_cli.human(limit)}: {cache_cli.human(pruned.after)} "
+              f"({len(programs.entries(b))} entries, {len(pruned.removed)} pruned)", flush=True)
+
+
+def plugin_build_killed(work: Path, patch: str = "vk-io-dim-order", after_lines: int = 3,
+                        timeout: float = 1800) -> Outcome:
+    """A real patched plug-in build (``harness runtime build vulkan --patch``, incremental from a
+    copy of this machine's stock entry, build trees and toolchain) killed -9 with its whole
+    process group once ninja has compiled ``after_lines`` steps; then: no entry, no staging
+    folder, nothing served for the patch set; the next build finishes, its library intact and
+    registering VulkanBackend."""
+    import fcntl
+
+    from harness.runtimes import patching, source as source_mod, vulkan, wheel as wheel_mod
+
+    name = f"plug-in build killed ({patch})"
+    home = vulkan.runtimes_dir()
+    stock = vulkan.installed()
+    if stock is None:
+        return Outcome(name, note="skipped: no stock plug-in on this machine to start from")
+    cache = work / "plugin-cache"
+    shutil.rmtree(cache, ignore_errors=True)
+    (cache / "runtimes" / "build").mkdir(parents=True)
+    with open(home / ".build.lock", "a") as lock:  # no build moves the trees while we copy
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        shutil.copytree(stock.folder, cache / "runtimes" / stock.folder.name)
+        for tree in (home / "build").glob(f"{stock.folder.name}*"):
+            if tree.name in (stock.folder.name, f"{stock.folder.name}-stock"):
+                shutil.copytree(tree, cache / "runtimes" / "build" / tree.name, symlinks=True)
+    shutil.copytree(home.parent / "toolchains", cache / "toolchains", symlinks=True)
+    wheel = wheel_mod.installed()
+    src = source_mod.resolve(None, wheel, cache / "runtimes" / "sources")
+    applied = [p.applied(src.commit) for p in patching.resolve((patch,))]
+    dest = cache / "runtimes" / vulkan.dest_name(wheel, src, applied)
+    slot = cache / "runtimes" / "build" / stock.folder.name / "cmake" / "compile.log"
+    slot.unlink(missing_ok=True)  # the copied tree's last build said its own
+    t = time.perf_counter()
+    proc = start(["runtime", "build", "vulkan", "--cache", cache, "--patch", patch])
+
+    def compiling():
+        try:
+            return slot.read_text(errors="replace").count("\n[") >= after_lines
+        except OSError:
+            return False
+
+    hit = wait_for(proc, compiling, name, timeout)
+    o = Outcome(name, injected=int(bool(hit)))
+    if hit:
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.communicate()
+    half = [p.name for p in (cache / "runtimes").glob(f"*{dest.name}*")]
+    served = vulkan.installed(str(cache), (patch,))
+    code, out, err = finish(start(["runtime", "build", "vulkan", "--cache", cache, "--patch",
+                                   patch]), timeout)
+    m = vulkan.Manifest.read(dest / "manifest.json")
+    ok = code == 0 and m is not None and vulkan.intact(m) and not vulkan.registers(
+        Path(m.library))
+    o.wall_s = time.perf_counter() - t
+    o.cells, o.lost = 1, int(not ok)
+    o.differ = [("plug-in", patch, "half entry", h) for h in half] + (
+        [("plug-in", patch, "not served", served.folder.name)] if served else [])
+    o.stop_lines = (out + err).strip().splitlines()[-1:]
+    o.note = (f"after the kill: {len(half)} entry or staging folder(s), served: "
+              f"{'yes' if served else 'no'}; next build exit {code}, intact and registering: "
+              f"{'yes' if ok else 'no'}")
+    return o
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--faults", nargs="+", default=["concurrent", "kill", "disk", "corrupt"],
-                    choices=["concurrent", "kill", "disk", "corrupt"])
+                    choices=["concurrent", "kill", "disk", "disk-everywhere", "corrupt",
+                             "nights", "plugin"])
+    ap.add_argument("--bound", default="", help="nights: the bound the bounded cache keeps "
+                    "(default: 1.5 nights' growth, so that five small nights show it)")
     ap.add_argument("--kills", type=int, default=3, help="kills of each kind (seeded points)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--jobs", type=int, default=1)
@@ -417,6 +522,13 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     work = args.work or Path(tempfile.mkdtemp(prefix="convconf-faults-"))
     t0 = time.perf_counter()
+    if args.faults == ["nights"]:
+        nights(work, args.jobs, args.bound)
+        return 0
+    if args.faults == ["plugin"]:
+        o = plugin_build_killed(work)
+        print(o.line(0.0))
+        return 0 if o.equal else 1
     bench = Bench(work, args.jobs, args.seed, args.cases)
     cells = len(bench.base)
     print(f"undisturbed: {cells} cells ({args.cases} cases, xnnpack, -j {args.jobs}) in "
@@ -434,10 +546,18 @@ def main(argv=None) -> int:
                 outcomes.append(bench.kill_parent(bench.rng.randint(1, cells - 1)))
         elif fault == "disk":
             outcomes += [bench.full_journal(bench.rng.randint(1, cells - 1)),
-                         bench.full_everywhere(), bench.full_cache()]
+                         bench.full_cache()]
+        elif fault == "disk-everywhere":
+            outcomes.append(bench.full_everywhere())
+        elif fault == "plugin":
+            outcomes.append(plugin_build_killed(work))
+        elif fault == "nights":
+            nights(work, args.jobs, args.bound)
+            continue
         elif fault == "corrupt":
             outcomes += [bench.corrupt("bit-flipped"), bench.corrupt("truncated")]
-        for o in outcomes[-{"kill": 3 * args.kills, "disk": 3}.get(fault, 2):]:
+        for o in outcomes[-{"kill": 3 * args.kills, "disk-everywhere": 1, "plugin": 1}.get(
+                fault, 2):]:
             print(o.line(bench.base_s), flush=True)
             for d in o.differ:
                 print(f"    differs: {d}")
