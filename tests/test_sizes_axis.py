@@ -5,7 +5,7 @@ strata reaching theirs, the nightly profile drawing large cases at about its rat
 profile's cases what they were."""
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import find, given, settings, strategies as st
 
 from harness.cli import main
 from harness.generation import strategies as S
@@ -64,6 +64,16 @@ def test_the_size_strata_reach_their_sizes_on_any_seed(data):
     # what would hide the size stays pinned: batch 1, float32, zeros, not transposed, contiguous
     assert case.input_shape[0] == 1 and case.dtype == "float32" and not case.transposed
     assert case.padding_mode == "zeros" and case.memory_format == "contiguous"
+
+
+def test_shrinking_goes_to_the_smallest_case_that_still_reaches_the_size():
+    # the budget and the size are built in, not filtered: Hypothesis' minimal reduction case is
+    # the smallest conv past 100k terms (a 7x7 kernel on ceil(100001 / 49) channels, one output)
+    case = find(S.large_cases(kinds=("reduction",)), lambda c: True,
+                settings=settings(database=None))
+    assert S.reduction_length(case) == 49 * 2041 > S.LONG_REDUCTION
+    assert (case.dim, case.out_channels, case.input_shape) == (2, 1, (1, 2041, 7, 7))
+    assert case.quant is None and case.dtype == "float32" and not case.transposed
 
 
 def test_the_nightly_profile_draws_large_cases_at_about_its_rate():
