@@ -54,9 +54,10 @@ SAFETY = 2.0
 # The accumulation a float program is held to: its own dtype's arithmetic. float32 for fp32;
 # for fp16/bf16 the sum may run in the low-precision type, as measured here: XNNPACK's fp16
 # conv (Conv2d(4, 4, 3), K = 37: max|d| 0.0123, 23x a float32-accumulation bound; K = 9217:
-# 5.05 at |ref| 260), Vulkan's fp16 pointwise shader (K = 65537: 36.4), ExecuTorch's portable
-# kernels (they compute in the tensor's type); Vulkan's fp16 3x3 conv rounds once (0.124 at
-# |ref| 260: half an ulp) and sits far inside. docs/concepts.md "Tolerances".
+# 5.05 at |ref| 260), ExecuTorch's portable conv (it computes in the tensor's type: a
+# Conv2d(65536, 8, 1) the Vulkan partitioner leaves outside, 36.4 at |ref| 516); Vulkan's fp16
+# 3x3 conv rounds once (0.124 at |ref| 260: half an ulp) and sits far inside.
+# docs/concepts.md "Tolerance policy".
 ACCUMULATION = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 
