@@ -243,9 +243,11 @@ class Bench:
                                 self.jobs)) for i, f in enumerate(files)]
         codes = [finish(p)[0] for p in procs]
         wall = time.perf_counter() - t
+        from harness.spec import load_cases
+
         outs = [compare(name, self.base[self.base["case_id"].isin(
-            [c["case_id"] for c in json.loads(f.read_text())] if overlap else self.base["case_id"])],
-            self.work / f"concurrent-{int(overlap)}-{i}") for i, f in enumerate(files)]
+            [c.case_id for c in load_cases(f)])], self.work / f"concurrent-{int(overlap)}-{i}")
+            for i, f in enumerate(files)]
         o = Outcome(name, injected=1, cells=sum(x.cells for x in outs),
                     lost=sum(x.lost for x in outs), differ=[d for x in outs for d in x.differ],
                     wall_s=wall, note=f"exit codes {codes}")
@@ -449,7 +451,9 @@ def plugin_build_killed(work: Path, patch: str = "vk-io-dim-order", after_lines:
     copy of this machine's stock entry, build trees and toolchain) killed -9 with its whole
     process group once ninja has compiled ``after_lines`` steps; then: no entry, no staging
     folder, nothing served for the patch set; the next build finishes, its library intact and
-    registering VulkanBackend."""
+    registering VulkanBackend. Not yet run to its end here: the copied tree sits at another path,
+    so CMake recompiles all 135 objects (~10 min a build on a loaded 2-core machine), and the
+    one try (2026-12-07) never reached its kill; treat its numbers as unmeasured."""
     import fcntl
 
     from harness.runtimes import patching, source as source_mod, vulkan, wheel as wheel_mod

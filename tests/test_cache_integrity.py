@@ -1,8 +1,8 @@
 """The cache stays honest and bounded (issue 49): every entry carries the sha256 of its content
 and a load checks it (a truncated or bit-flipped program is a miss with one warning line naming
 the entry, and is replaced: never a cell's verdict); a served entry is the most recently used;
-``harness cache info`` / ``prune`` (least recently used first, never the plug-in the installed
-wheel pairs with) and the maximum size enforced after a run."""
+``harness cache info`` / ``prune`` (the cheapest to make again first, least recently used first
+within a kind; never the plug-in the installed wheel pairs with) and the maximum size enforced after a run."""
 
 import json
 import os
@@ -179,7 +179,7 @@ def _lowered(template, root: Path, n: int) -> list[Path]:
     return made
 
 
-def test_prune_removes_the_least_recently_used_first_and_keeps_the_paired_plugin(
+def test_prune_removes_the_cheapest_to_remake_and_least_recently_used_first_never_the_paired_plugin(
         plugin_installed, template, tmp_path):
     root = tmp_path / "cache"
     paired = _plugin(root, plugin_installed.folder.name, paired=True, when=1_600_000_000)
@@ -191,11 +191,18 @@ def test_prune_removes_the_least_recently_used_first_and_keeps_the_paired_plugin
     assert kinds[other][0] == cache_cli.PLUGINS and not kinds[other][1]
     assert all(kinds[p] == (cache_cli.LOWERED, "") for p in lowered)
     entry_bytes = cache_mod.folder_bytes(lowered[0])
-    # a bound that the paired plug-in alone exceeds: everything else goes, oldest first
+    # a bound the paired plug-in alone exceeds: everything else goes, the lowered programs
+    # (seconds to make again) first, oldest first, then the other plug-in (minutes), although
+    # two lowered programs were used after it
     done = cache_cli.prune(root, max_bytes=1)
-    assert [i.path for i in done.removed] == [*lowered[:3], other, *lowered[3:]]
+    assert [i.path for i in done.removed] == [*lowered, other]
     assert paired.exists() and vulkan.installed(str(root)).folder == paired
     assert done.after == cache_mod.folder_bytes(paired) and done.freed > 5 * entry_bytes
+    # a bound that one lowered program's removal meets: the plug-in stays
+    lowered = _lowered(template, root, 2)
+    other = _plugin(root, "1.5.1-000000000000", paired=False, when=1_000_000)  # the oldest
+    done = cache_cli.prune(root, max_bytes=cache_cli.prune(root).after - 1)
+    assert [i.path for i in done.removed] == [lowered[0]] and other.exists()
 
 
 def test_prune_older_than_and_a_bound_that_fits(template, tmp_path):

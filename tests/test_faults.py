@@ -113,3 +113,4 @@ def test_a_corrupt_entry_in_a_warm_cache_is_lowered_again(bench, how):
     o = bench.corrupt(how)
     _clean(o)
     assert len(o.stop_lines) == 1 and "entry replaced: yes" in o.note
+

@@ -5,16 +5,19 @@ The cache (``$CONVCONF_CACHE`` or ``~/.cache/convconf``) holds lowered programs 
 stages/cache.py), Vulkan plug-ins per wheel and source (``runtimes/<version>-<commit12>[-p..]/``)
 with their build trees (``runtimes/build/``) and fetched sources (``runtimes/sources/``), the
 bisect's per-commit plug-ins and build tree (``bisect/``) and the build toolchains
-(``toolchains/``). ``prune`` removes the least recently used first (a served lowered program or
-plug-in has its folder's mtime set to now), and never: the plug-in the installed wheel pairs with
-(and its build tree), the current toolchain, anything a build holds the lock of.
+(``toolchains/``). ``prune`` removes the cheapest to make again first (lowered programs, then
+bisect plug-ins, sources, build trees, plug-ins), least recently used first within a kind (a
+served lowered program or plug-in has its folder's mtime set to now), and never: the plug-in the
+installed wheel pairs with (and its build tree), the current toolchain, anything a build holds
+the lock of.
 
 After every ``harness run`` with a cache, ``after_run`` records the run's hit/miss counts in the
 cache (``last-run.json``, shown by ``info``) and prunes the cache to its maximum size:
 ``$CONVCONF_CACHE_MAX`` (e.g. ``500MB``, ``2GB``; ``0`` or ``none``: no bound), else
 DEFAULT_MAX. 2 GB: the stock plug-in with its build tree and toolchain (~170 MB), the plug-ins
-of every fix's patch set with their parked trees (~0.8 GB for nine), and tens of thousands of
-lowered programs (~20-100 KB each) fit; five such caches fit GitHub's 10 GB per repository.
+of every fix's patch set with their parked trees (~0.8 GB for nine), and about a thousand lowered
+programs of this machine's mix (median 10 KB; the references of large cases up to 63 MB) fit;
+five such caches fit GitHub's 10 GB per repository.
 """
 
 from __future__ import annotations
@@ -40,6 +43,11 @@ LOWERED, PLUGINS, BUILD_TREES, SOURCES, BISECT, TOOLCHAINS, OTHER = (
     "lowered programs", "plug-ins", "plug-in build trees", "plug-in sources", "bisect plug-ins",
     "toolchains", "other")
 KINDS = (LOWERED, PLUGINS, BUILD_TREES, SOURCES, BISECT, TOOLCHAINS, OTHER)
+# The size bound removes the cheapest to make again first, least recently used first within a
+# kind: a lowered program is seconds of lowering, a plug-in or its build tree minutes of
+# compiling. (A plain LRU over everything once let one run's 1.4 GB of fresh lowered programs
+# push out five patched plug-ins and their build trees.) --older-than takes any kind.
+REBUILD_COST = (OTHER, LOWERED, BISECT, SOURCES, BUILD_TREES, PLUGINS, TOOLCHAINS)
 
 
 @dataclass(frozen=True)
@@ -203,15 +211,18 @@ def _runtime_items(root: Path, vulkan) -> list[Item]:
 
 def prune(root: Path, max_bytes: int | None = None, older_than_days: float | None = None,
           items: list[Item] | None = None) -> Pruned:
-    """Remove what was not used for ``older_than_days``, then the least recently used until the
-    cache is at most ``max_bytes`` (what prune must keep counts, and may leave it above)."""
+    """Remove what was not used for ``older_than_days``, then, until the cache is at most
+    ``max_bytes``, the cheapest kind to make again first (REBUILD_COST), least recently used
+    first within it (what prune must keep counts, and may leave it above)."""
     from harness.stages.cache import remove
 
     items = inventory(root) if items is None else items
     total = sum(i.bytes for i in items)
     result = Pruned(before=total, after=total)
     cutoff = time.time() - older_than_days * 86400 if older_than_days is not None else None
-    for item in sorted((i for i in items if not i.keep), key=lambda i: (i.last_used, str(i.path))):
+    order = sorted((i for i in items if not i.keep),
+                   key=lambda i: (REBUILD_COST.index(i.kind), i.last_used, str(i.path)))
+    for item in order:
         old = cutoff is not None and item.last_used < cutoff
         over = max_bytes is not None and result.after > max_bytes
         stale_temp = item.kind == OTHER  # a killed writer's leftovers go whatever the bound
@@ -356,7 +367,7 @@ def add_parsers(sub) -> None:
     c = sub.add_parser("cache", help="what the cache holds (info) and making it smaller (prune)")
     csub = c.add_subparsers(dest="cache_command", required=True, parser_class=type(c))
     for name, helptext in (("info", "sizes by kind, what prune keeps, the last run's hits"),
-                           ("prune", "remove the least recently used first")):
+                           ("prune", "remove the cheapest to make again and least recently used first")):
         p = csub.add_parser(name, help=helptext)
         p.add_argument("--cache", dest="cache_dir",
                        help="cache folder (default: $CONVCONF_CACHE or ~/.cache/convconf)")
