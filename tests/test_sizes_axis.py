@@ -32,6 +32,7 @@ def test_each_kind_reaches_its_size_within_the_budget(kind, data):
     assert max(case.in_channels, case.out_channels) <= S.LARGE_CHANNELS
     assert max(case.spatial("kernel_size")) <= S.LARGE_KERNEL
     assert S.size_class(case) != "small"
+    assert not (case.quant and case.transposed)  # as quant_cases: no quantizer annotates one
 
 
 @given(S.mixed_cases(large_rate=LARGE_RATE["nightly"]))

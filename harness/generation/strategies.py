@@ -535,6 +535,7 @@ def large_cases(draw, *, kinds=SIZE_KINDS, dims=(1, 2, 3), quant=st.just(None),
                                or [d for d in dims for _ in range(DIM_WEIGHTS[d])]))
     is_t = draw(transposed)
     q = draw(quant)
+    is_t = is_t and not q  # no quantizer annotates a transposed conv (quant_cases)
     dtype = draw(dtypes)
     dtype = "float32" if q else dtype
     mode = draw(padding_modes)
