@@ -67,7 +67,7 @@ class Flip:
         if self.first_commit:
             c = self.first_commit
             pr = f" (#{c['pr']})" if c.get("pr") and f"(#{c['pr']})" not in c["subject"] else ""
-            return f"{head}: {c['commit'][:12]} {c['subject'][:70]}{pr}, {self.direction}"
+            return f"{head}: {c['commit'][:12]} {c['subject']}{pr}, {self.direction}"
         if self.range:
             return (f"{head}: one of {len(self.range)} commits (skips leave a range: "
                     f"{', '.join(r['commit'][:12] for r in self.range[:4])}), {self.direction}")
