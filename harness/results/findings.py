@@ -430,8 +430,7 @@ class Evidence:
         for r in cells:
             if label_of(r) is None:
                 parts[largest].append(r)
-        return [(label_text, sub) for label_text, sub in
-                ((lbl, parts[lbl]) for lbl, _ in ordered)]
+        return [(label, parts[label]) for label, _ in ordered]
 
     def _by_component(self, key: tuple, cells: list[CellResult]) -> list[tuple[str, list]]:
         named: dict = {}
