@@ -13,6 +13,13 @@ size (another edge width, another channel count) stays one. A matrix written bef
 existed has no pattern: its MISMATCH cells keep the message-only key (and id) they had. The id
 hashes the key, so the same problem keeps its id across runs and machines.
 
+A key's cells then split where the run's own cells say two causes (another component, a fix
+that clears some of them and not others, another kind of error pattern, two deciding
+parameters), and keys merge where they say one (one specific fix clears them all, the same check
+at another line, one rule picks exactly their cells): ``Evidence``, issue 48. A finding that
+neither splits nor merges keeps its key's id; ``quality`` measures the findings against the
+known-issue list (purity, completeness).
+
 Each finding says which known upstream issue tracks it (cases/upstream/known_issues.json,
 results/known_issues.py: "known: #22774 (open), #22778 (open)", "known, not reported upstream")
 or "new"; a MISMATCH finding gets a picture of |out - ref| of its representative
