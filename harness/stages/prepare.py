@@ -32,6 +32,7 @@ import torch
 from harness.stages import backends
 from harness.stages.build import (build_module, dynamic_shapes, error_bound, make_inputs,
                                   upcast_reference)
+from harness.stages.compare import ErrorBound
 from harness.stages.lower import Watch, comparable, lower, probe_identity
 from harness.stages.quantize import output_qparams, quantize
 from harness.stages.sizes import sized_references
@@ -50,7 +51,7 @@ class References:
     eager_ref: torch.Tensor | None = None
     # a float case's error bound (compare.ErrorBound: the reference in float64 and the
     # magnitude of the terms behind each element), by which it is judged; None for int8
-    bound: object = None
+    bound: ErrorBound | None = None
     # a dynamic case: the same per size it executes at (stages/sizes.py: dicts of size, inputs,
     # ref, float_ref, eager_ref), in the case's order; [] for a static case
     sizes: list = field(default_factory=list)
