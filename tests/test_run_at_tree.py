@@ -371,3 +371,32 @@ def test_resuming_a_run_at_a_tree_whose_overlay_is_gone_is_one_line(tmp_path):
     line = _one_error_line(done)
     assert "the overlay of aaaaaaaaaaaa (dirty)" in line and "is gone" in line
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+def test_the_report_names_the_tree_and_shows_the_flips_on_top(tmp_path):
+    from harness.record import CellResult
+    from harness.results import matrix, report
+    from harness.runfolder import RunFolder
+    from harness.spec import load_cases
+
+    case = load_cases(XNN_CASES)[0]
+    t = _tree(subject="the tree (#7)", changed=["backends/vulkan/runtime/conv.glsl"])
+    folder = RunFolder(tmp_path)
+    folder.write_cases([case])
+    folder.write_header({"run_id": "r", "versions": {"executorch": "1.5.1"},
+                         "backends": ["xnnpack"], "executorch_tree": t.to_dict()})
+    row = CellResult(case, "xnnpack", status="NO_RUNTIME", message="cannot tell",
+                     rests_on=t.rests_on("xnnpack"))
+    matrix.write(matrix.frame([row.to_row()]), tmp_path)
+    flip = {"cells": [case.case_id, "b"], "lane": "xnnpack", "old": "NOT_DELEGATED",
+            "new": "NO_RUNTIME", "direction": "fix", "range": [], "error": "",
+            "first_commit": {"commit": "f" * 40, "subject": "Fix conv (#20734)", "pr": 20734}}
+    (tmp_path / "flips.json").write_text(json.dumps(
+        {"old_run": {"label": "executorch e2f18eb23c45 over 1.5.1"}, "flips": [flip]}))
+    html = report.write(tmp_path).read_text()
+    assert "<title>convconf report: executorch aaaaaaaaaaaa (dirty) over 1.5.1</title>" in html
+    assert "At ExecuTorch aaaaaaaaaaaa (dirty)</b> (the tree (#7))" in html
+    assert "Uncommitted: backends/vulkan/runtime/conv.glsl" in html
+    top = html[html.index('id="commit-flips"'):html.index('id="summary"')]
+    assert "Flips since executorch e2f18eb23c45 over 1.5.1" in top
+    assert "(+1 more)" in top and "<code>ffffffffffff</code> Fix conv (#20734)" in top
