@@ -93,7 +93,8 @@ def test_the_one_fix_from_single_fix_lanes_never_a_lane_list(run_dir, tmp_path):
     assert [e.fix for e in grouped.single_fixes] == [GROUP_FIX]
     assert pw.single_fixes == [] and pw.patch_from == "" and "no upstream patch yet" in pw.patch
     md = dw.issue
-    assert f"**the one fix**: `{DW_FIX}` [runtime]: 2/2 cells right" in md
+    assert f"**clears it alone**: `{DW_FIX}` [runtime]: 2/2 cells right" in md
+    assert f"**the one fix**: `{GROUP_FIX}`" in grouped.issue
     assert "," not in "".join(re.findall(r"`(vk-[^`]*)`", md))  # no lane of several fixes
     log = (tmp_path / "up" / dw.folder / "validation.log").read_text()
     assert f"fix {DW_FIX} [runtime]: 2/2 right; VALIDATED" in log

@@ -327,8 +327,8 @@ def issue_markdown(d: Draft, header: RunHeader) -> str:
     md += ["", "## Fix", ""]
     singles = d.single_fixes
     if singles:
-        md += [f"- **the one fix**: {e.line()}" + (f" — {e.summary}" if e.summary else "")
-               for e in singles]
+        md += [f"- **{'the one fix' if len(singles) == 1 else 'clears it alone'}**: {e.line()}"
+               + (f" — {e.summary}" if e.summary else "") for e in singles]
     else:
         md.append("- no single fix of this run turns its cells right")
     partial = [e for e in d.effects if not e.clears and e.cleared]
