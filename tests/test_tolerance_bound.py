@@ -1,5 +1,5 @@
 """The float tolerance is an error bound from the computation (issue #48, stages/compare.py,
-docs/concepts.md "Tolerances"): a float64 reference and, per output element, SAFETY x (the
+docs/concepts.md "Tolerance policy"): a float64 reference and, per output element, SAFETY x (the
 sum's rounding error, min(gamma_K, gamma~_K)(u) |W|*|X|, plus the roundings to the dtype).
 
 What is asserted is the harness's promise: a result that the arithmetic allows (the float64
