@@ -3,7 +3,7 @@ docs/concepts.md "Tolerance policy"): a float64 reference and, per output elemen
 sum's rounding error, min(gamma_K, gamma~_K)(u) |W|*|X|, plus the roundings to the dtype).
 
 What is asserted is the harness's promise: a result that the arithmetic allows (the float64
-answer rounded once, eager PyTorch's own kernel, a float32 sum in any order) is inside the
+answer rounded once, PyTorch's float32 kernel on the case, a float32 sum in any order) is inside the
 bound, a result further off than the bound is outside it, the verdict and the fingerprint use
 the same per-element rule, and the row says how far inside or outside (``bound_ratio``).
 Which status a delegate earns on a long reduction is its corpus entry
@@ -23,7 +23,8 @@ from hypothesis import strategies as st
 from harness.generation.strategies import conv_cases
 from harness.spec import ConvCase
 from harness.stages import compare as cmp
-from harness.stages.build import build_module, error_bound, exact_reference, make_inputs
+from harness.stages.build import (build_module, error_bound, exact_reference, make_inputs,
+                                  upcast_reference)
 from harness.stages.compare import ErrorBound, compare, gamma, gamma_tilde, tolerance_mask
 from honest import assert_executed
 
@@ -133,22 +134,23 @@ def test_a_float32_sum_in_any_order_is_inside(pairs, rnd):
 
 
 @given(conv_cases(quant=st.just(None)))
-def test_eager_pytorch_is_inside_the_bound_of_every_generated_case(case):
+def test_a_float32_computation_of_every_generated_case_is_inside_its_bound(case):
     """The bound of any generated float case (any rank, transposed, groups, padding mode,
     context: prologue pad, batchnorm, residual add, clamps, weights as inputs, channels-last)
-    is built from the case's own module and inputs, and PyTorch's own eager kernel (a correct
-    implementation with float32 accumulation) is inside it; the reference is float64."""
+    is built from the case's own module and inputs, and a correct computation of it, PyTorch's
+    float32 kernel on the same operands rounded once to the dtype (float32 accumulation), is
+    inside it. (Not eager's own fp16/bf16 kernel: a bf16 Conv3d on a 1x1x1x2x4 input returned
+    3.9e33 here once, eager's bug, recorded as eager_error_steps, never judged.)"""
     module, inputs = build_module(case), make_inputs(case)
-    with torch.no_grad():
-        eager = module(*inputs)
+    correct = upcast_reference(module, inputs, getattr(torch, case.dtype))
     bound = error_bound(case, module, inputs)
     assert bound.exact.dtype == bound.magnitude.dtype == torch.float64
-    assert bound.exact.shape == bound.magnitude.shape == eager.shape
+    assert bound.exact.shape == bound.magnitude.shape == correct.shape
     assert bool((bound.magnitude >= bound.exact.abs() * (1 - 1e-12)).all())
     per_group = case.in_channels // case.groups * math.prod(
         case.kernel_size if isinstance(case.kernel_size, tuple) else (case.kernel_size,) * case.dim)
     assert bound.terms >= per_group
-    verdict = compare(eager, eager, bound=bound)
+    verdict = compare(correct, correct, bound=bound)
     assert verdict.ok, (case, verdict.metrics)
 
 

@@ -233,8 +233,8 @@ def error_bound(case: ConvCase, module: torch.nn.Module, inputs: tuple):
     the magnitude of the terms behind each output element, M = |W| conv |X| + |b| (the case's
     own conv, padding mode included, on absolute weights, bias and padded input, float64),
     carried through the epilogue (batchnorm (y - mean) a + b: |a| (M + |mean|) + |b|; add:
-    M + |residual|; the clamps: M unchanged). K = in_channels / groups x kernel volume (an upper bound per output
-    of a transposed conv), + 1 for the bias and each batchnorm or add."""
+    M + |residual|; the clamps: M unchanged). K = in_channels / groups x kernel volume (an
+    upper bound per output of a transposed conv), + 1 for the bias and each batchnorm or add."""
     from harness.stages.compare import ErrorBound
 
     given = dict(zip(input_names(case), inputs, strict=True))
@@ -269,8 +269,8 @@ def error_bound(case: ConvCase, module: torch.nn.Module, inputs: tuple):
             shape = (1, -1) + (1,) * (magnitude.dim() - 2)
             # |a| (M + |mean|) + |b|: the terms as eager spells them; covers a folded weight
             # and shift b - mean a too
-            magnitude = (scale.view(shape) * (magnitude + bn.running_mean.double().abs().view(shape))
-                         + bn.bias.double().abs().view(shape))
+            mean = bn.running_mean.double().abs().view(shape)
+            magnitude = scale.view(shape) * (magnitude + mean) + bn.bias.double().abs().view(shape)
         elif name == "add":
             magnitude = magnitude + given[f"residual{residual}"].double().abs()
             residual += 1

@@ -1,4 +1,5 @@
-"""Delegate output vs eager reference, and the tolerance policy (docs/concepts.md "Tolerance policy").
+"""Delegate output vs eager reference, and the tolerance policy (docs/concepts.md, "Tolerance
+policy").
 
 fp32, fp16, bf16 (every cell the harness runs): the reference is the case's own weights and
        inputs (already in the case's dtype) computed in float64, and each output element is judged
@@ -10,8 +11,9 @@ fp32, fp16, bf16 (every cell the harness runs): the reference is the case's own 
        gamma~_K(u) = exp(LAMBDA sqrt(K) u + K u^2 / (1 - u)) - 1 (~ LAMBDA sqrt(K) u), u_acc the
        unit roundoff of the accumulation (the program's dtype: ACCUMULATION), u_out the
        dtype's, r its roundings before the last (epilogue ops), floored at what flushing
-       subnormals costs (K smallest normals of the accumulation + one of the dtype). PASS iff every |out - ref| <= bound; ``bound_ratio`` = max |out - ref| /
-       bound (3.2: "3.2x the bound"), ``tolerance_bound`` = the bound at that element.
+       subnormals costs (K smallest normals of the accumulation + one of the dtype). PASS iff
+       every |out - ref| <= bound; ``bound_ratio`` = max |out - ref| / bound (3.2: "3.2x the
+       bound"), ``tolerance_bound`` = the bound at that element.
 int8:  the reference is the *quantized* model run in eager (same math as the delegate);
        PASS iff max |out - qref| <= steps * output_scale (steps = the backend's
        ``quant_tolerance_steps``, 1 by default: one rounding step of the output quantizer).
@@ -275,8 +277,9 @@ def _bounded(ok: bool, n_bad: int, ref: torch.Tensor, out: torch.Tensor,
         metrics["error_steps"] = epsilon_steps(out, ref)
         if eager_ref is not None and eager_ref.shape == ref.shape:
             metrics["eager_error_steps"] = epsilon_steps(eager_ref, ref)
+    worst = bound_text(metrics["bound_ratio"])
     return Verdict(ok, "" if ok else f"{n_bad}/{ref.numel()} elements outside the error bound "
-                                     f"(K={bound.terms}), worst {bound_text(metrics['bound_ratio'])}, "
+                                     f"(K={bound.terms}), worst {worst}, "
                                      f"max|d|={metrics['max_abs_error']:.3g}", metrics)
 
 
