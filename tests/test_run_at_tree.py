@@ -359,6 +359,8 @@ def test_runs_at_two_commits_diff_and_every_flip_bisects_to_its_commit(tmp_path)
     (flip,) = summary["flips"]
     assert flip["first_commit"]["commit"] == c2 and flip["direction"] == "regression"
     assert flip["stage"] == "lowering"
+    # c2 against its parent c1 alone (c1 is the --good end: no step more)
+    assert flip["confirmed"] == f"{c1[:12]} DELEGATED, {c2[:12]} NOT_DELEGATED"
     assert f"{c2[:12]} XNNPACK: refuse convs (#2), regression" in done.stdout
     assert json.loads((new / "flips.json").read_text())["flips"][0]["line"] == flip["line"]
 

@@ -54,6 +54,9 @@ class Flip:
     skipped: int = 0
     seconds: float = 0.0
     error: str = ""                             # why this flip has no first commit
+    # the first commit against its parent alone: "<parent12> OLD, <first12> NEW" (the bisect's
+    # own steps where it evaluated both, else the parent evaluated here), or why not
+    confirmed: str = ""
     folder: str = ""
 
     @property
@@ -67,7 +70,8 @@ class Flip:
         if self.first_commit:
             c = self.first_commit
             pr = f" (#{c['pr']})" if c.get("pr") and f"(#{c['pr']})" not in c["subject"] else ""
-            return f"{head}: {c['commit'][:12]} {c['subject']}{pr}, {self.direction}"
+            sure = f" [{self.confirmed}]" if self.confirmed.startswith("not") else ""
+            return f"{head}: {c['commit'][:12]} {c['subject']}{pr}, {self.direction}{sure}"
         if self.range:
             return (f"{head}: one of {len(self.range)} commits (skips leave a range: "
                     f"{', '.join(r['commit'][:12] for r in self.range[:4])}), {self.direction}")
@@ -183,6 +187,8 @@ def run(old_run: Path, new_run: Path, source: Path, out: Path, cache: str | None
         flip.first_commit, flip.range = result["first_commit"], result["range"]
         flip.steps, flip.skipped = result["evaluated_steps"], result["skipped_steps"]
         flip.error = result.get("error", "")
+        if flip.first_commit:
+            flip.confirmed = confirm(ev, repo, result, log)
         flip.seconds = round(time.perf_counter() - t, 1)
         every_step += [{**s, "flip": k} for s in result["steps"]]
     evaluated = {(s["commit"]) for s in every_step if s.get("outcome") is not None}
@@ -204,6 +210,28 @@ def run(old_run: Path, new_run: Path, source: Path, out: Path, cache: str | None
     (Path(new_run) / FLIPS_FILE).write_text(json.dumps(
         {**summary, "bisect_dir": str(out.resolve())}, indent=1, default=str) + "\n")
     return summary
+
+
+def confirm(ev, repo: Repo, result: dict, log) -> str:
+    """The first commit's outcome is the new end's and its parent's the old end's."""
+    first = result["first_commit"]["commit"]
+    parents = repo.git("rev-list", "--parents", "-n", "1", first).stdout.split()[1:]
+    if len(parents) != 1:
+        return f"not confirmed: {first[:12]} has {len(parents)} parents"
+    parent = parents[0]
+    seen = {s["commit"]: s for s in result["steps"] if s.get("outcome") is not None}
+    for end in ("good", "bad"):
+        seen.setdefault(result[end]["commit"], {"outcome": result[end]["outcome"]})
+    old, new = result["good"]["outcome"], result["bad"]["outcome"]
+    if parent not in seen:
+        step = ev.evaluate(parent, result["stage"])
+        log(f"  confirm: parent {parent[:12]} [{result['stage']}]: "
+            f"{step.outcome or 'skip: ' + step.skip_reason}")
+        seen[parent] = {"outcome": step.outcome}
+    got = (seen[parent]["outcome"], seen.get(first, {}).get("outcome"))
+    if got == (old, new):
+        return f"{parent[:12]} {old}, {first[:12]} {new}"
+    return f"not confirmed: parent {parent[:12]} {got[0]}, {first[:12]} {got[1]}"
 
 
 def table_lines(summary: dict) -> list[str]:
