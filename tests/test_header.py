@@ -37,7 +37,8 @@ def test_written_and_read_back_the_same_and_the_json_stays_flat(tmp_path):
     folder.write_header(h)
     on_disk = json.loads(folder.header_path.read_text())
     assert on_disk == {**LEGACY, "schema_version": SCHEMA_VERSION, "devices": {},
-                       "merged_from": None, "shards": None, "vulkan": None}
+                       "merged_from": None, "shards": None, "vulkan": None,
+                       "executorch_tree": None}
     assert folder.header() == h
 
 
