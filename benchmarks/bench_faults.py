@@ -287,8 +287,9 @@ class Bench:
         code, _, err = finish(proc)
         o = compare(name, self.base, out)
         o.injected, o.wall_s = injected, time.perf_counter() - t
-        killed = [ln for ln in err.splitlines() if "SIGKILL" in ln]
-        o.stop_lines = killed[:1]
+        if (out / "matrix.csv").exists():  # what the matrix says of cells that died
+            df = pd.read_csv(out / "matrix.csv")
+            o.stop_lines = [str(m) for m in df.loc[df["status"] == "CRASH", "message"]]
         o.note = f"exit {code}; {hit[1] if hit else 'the run ended first'}"
         return o
 
