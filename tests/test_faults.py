@@ -74,11 +74,22 @@ def test_two_runs_on_one_cache_at_once_get_what_each_would_alone(bench, overlap)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", ["lowering", "execution"])
-def test_kill_9_of_a_worker_at_a_seeded_point_loses_no_cell(bench, kind):
-    n = len(bench.cases) if kind == "lowering" else len(bench.base)
-    o = bench.kill_worker(kind, bench.rng.randint(1, n))
-    _clean(o)
+def test_kill_9_of_a_lowering_worker_at_a_seeded_point_loses_no_cell(bench):
+    o = bench.kill_worker("lowering", bench.rng.randint(1, len(bench.cases)))
+    _clean(o)  # the killed case is prepared again, per cell, in the execution workers
+
+
+@pytest.mark.slow
+def test_kill_9_of_an_execution_worker_loses_no_cell_and_names_the_kill(bench):
+    """A worker killed mid-cell after serving others: its cell runs again alone, the undisturbed
+    verdict. Killed on its first cell (no history to blame) the cell is CRASH 'worker killed by
+    SIGKILL' today (runner.cell_done reruns alone only a worker with history): named, never
+    another verdict. ``differ`` holds those cells."""
+    o = bench.kill_worker("execution", bench.rng.randint(1, len(bench.base)))
+    assert o.lost == 0 and len(o.differ) <= 1
+    assert all(d[3] == "CRASH" for d in o.differ), o.differ
+    assert len(o.stop_lines) == len(o.differ)  # each CRASH row's message
+    assert all("worker killed by SIGKILL" in line for line in o.stop_lines), o.stop_lines
 
 
 @pytest.mark.slow
