@@ -19,6 +19,9 @@ def case(**kw) -> ConvCase:
 
 IVEC2 = ("Exception raised from make_ivec2 at executorch/backends/vulkan/runtime/utils/VecUtils.h:367: "
          "(ints.size() == 2) is false!")
+GEMM_EXTENT = ("Exception raised from prepack_conv2d_gemm_weight at executorch/backends/vulkan/runtime/"
+               "graph/ops/impl/Conv2dGemm.cpp:91: (output_width / 4 <= max_extent && "
+               "utils::safe_downcast<uint32_t>(output_height) <= max_extent) is false!")
 SNED = ("get_shader_info at executorch/backends/vulkan/runtime/api/ShaderRegistry.cpp:51: "
         "(it != listings_.end()) is false! Could not find ShaderInfo with name conv2d_dw_sned_float")
 INDEX = ("Exception raised from index_tensor at executorch/backends/vulkan/runtime/graph/ops/impl/"
@@ -101,6 +104,13 @@ REPRESENTATIVE = {
         "MISMATCH", MISMATCH),
     "vulkan-q8ta-conv-batch": (
         "vulkan", case(input_shape=(2, 4, 8, 8), quant="int8_per_channel"), "MISMATCH", MISMATCH),
+    # the size axis (issue 46): K = 2048 x 6 x 6 = 73728 and 1536 x 7 x 7 = 75264 terms
+    "vulkan-conv2d-gemm-weight-texture-limit": (
+        "vulkan", case(in_channels=2048, out_channels=128, kernel_size=6,
+                       input_shape=(1, 2048, 6, 6)), "RUNTIME_ERROR", GEMM_EXTENT),
+    "vulkan-q8ta-conv-large-reduction-crash": (
+        "vulkan", case(in_channels=1536, out_channels=16, kernel_size=7, input_shape=(1, 1536, 7, 7),
+                       quant="int8_per_channel"), "CRASH", "worker killed by SIGSEGV (signal 11)"),
     "vulkan-q8-per-tensor-weight-scales-assert": (
         "vulkan", case(stride=[2], quant="int8_per_tensor"), "LOWER_ERROR",
         "AssertionError at executorch/backends/vulkan/patterns/quantized_convolution.py:94: "
@@ -207,6 +217,13 @@ CONTROL = {
         "vulkan", case(in_channels=16, out_channels=16, groups=4, padding=1, input_shape=(1, 16, 8, 8)),
         "MISMATCH", MISMATCH),
     "vulkan-q8ta-conv-batch": ("vulkan", case(quant="int8_per_channel"), "MISMATCH", MISMATCH),
+    # the same refusal / death below the size (K = 1024 x 6 x 6 = 36864 terms) is another bug
+    "vulkan-conv2d-gemm-weight-texture-limit": (
+        "vulkan", case(in_channels=1024, out_channels=128, kernel_size=6,
+                       input_shape=(1, 1024, 6, 6)), "RUNTIME_ERROR", GEMM_EXTENT),
+    "vulkan-q8ta-conv-large-reduction-crash": (
+        "vulkan", case(in_channels=1024, out_channels=16, kernel_size=7, input_shape=(1, 1024, 7, 7),
+                       quant="int8_per_channel"), "CRASH", "worker killed by SIGSEGV (signal 11)"),
     "vulkan-q8-per-tensor-weight-scales-assert": (
         "vulkan", case(quant="int8_per_tensor"), "LOWER_ERROR", "AssertionError: something else"),
     "vulkan-dw-sned-missing-shader": ("vulkan", case(groups=4, dilation=2), "RUNTIME_ERROR", SNED),

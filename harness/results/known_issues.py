@@ -14,6 +14,7 @@ import collections
 import dataclasses
 import functools
 import json
+import math
 import operator
 import os
 import re
@@ -74,7 +75,8 @@ def features(c: ConvCase) -> dict[str, Any]:
     transposed); ``kernel`` is k for a k x k kernel, else the tuple; ``max_padding`` per side;
     ``memory_format`` ("contiguous", "channels_last", "channels_last_3d": the input's),
     ``module_channels_last`` (bool: the module's weights converted) and ``dynamic`` ("none",
-    "batch", "spatial", "both") are the case's own (issue 39)."""
+    "batch", "spatial", "both") are the case's own (issue 39); ``reduction`` is the number of
+    products summed per output, input channels per group x kernel volume (issue 46's size axis)."""
     kernel, stride, dilation, out_pad = map(c.spatial, ("kernel_size", "stride", "dilation",
                                                         "output_padding"))
     per_group = (c.in_channels // c.groups, c.out_channels // c.groups)
@@ -91,7 +93,8 @@ def features(c: ConvCase) -> dict[str, Any]:
             "stride_equals_dilation": tuple(stride) == tuple(dilation),
             "output_padding_ge_stride": c.transposed and any(map(operator.ge, out_pad, stride)),
             "list1_args": [n for n in ("stride", "padding", "dilation", "output_padding") if c.dim > 1
-                           and isinstance(getattr(c, n), tuple) and len(getattr(c, n)) == 1]}
+                           and isinstance(getattr(c, n), tuple) and len(getattr(c, n)) == 1],
+            "reduction": c.in_channels // c.groups * math.prod(kernel)}
 
 
 # The vocabulary with each feature's value type ("quant" may be null; "list1_args" holds names).
