@@ -1,34 +1,36 @@
 """What really happens to a lowered program, found without the harness's execute/compare code:
 the tests use it to check that a cell's status is honest, whatever the delegate does.
 
-Only the case -> module/inputs definition (harness.stages.build, pinned by test_dtypes) and the
-lowering (what is under test) are shared with the harness; running the program and judging it
-are written here again, from the README's policy.
+Only the case -> module/inputs definition (harness.stages.build, pinned by test_dtypes), the
+lowering (what is under test) and the tolerance policy's per-element bound (issue #48:
+``build.error_bound``, docs/concepts.md "Tolerance policy", the way the constant 1e-4 was copied
+here before) are shared with the harness; running the program, the float64 reference and the
+element-wise judgement are written here again.
 """
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 
 import torch
-
-FP32_ATOL = FP32_RTOL = 1e-4  # README "Tolerance policy", fp32
 
 
 @dataclass(frozen=True)
 class Witnessed:
     raised: str | None  # the runtime's own error text, when loading/executing raised
-    within: bool | None  # executed: every element within the fp32 tolerance of eager
+    within: bool | None  # executed: every element within its error bound of the float64 module
 
 
 def execute_and_judge(pte: bytes, case) -> Witnessed:
-    """Run ``pte`` through ExecuTorch's pybindings on the case's inputs, judge it against
-    the eager float32 module (fp32 cases only). A dynamic case: one loaded method run at each
+    """Run ``pte`` through ExecuTorch's pybindings on the case's inputs, judge each element
+    against the case's module computed in float64, within the policy's error bound (fp32 cases
+    only). A dynamic case: one loaded method run at each
     of its sizes (``dynamic_sizes``), as the harness runs it; the first size that raised is
     the witness's error, and it ran right only if every size did."""
     from executorch.extension.pybindings.portable_lib import _load_for_executorch_from_buffer
 
-    from harness.stages.build import build_module, make_inputs, size_inputs
+    from harness.stages.build import build_module, error_bound, make_inputs, size_inputs
 
     assert case.dtype == "float32" and case.quant is None, "fp32 cases only"
     module = build_module(case)
@@ -38,13 +40,14 @@ def execute_and_judge(pte: bytes, case) -> Witnessed:
     within = True
     for inputs in all_inputs:
         with torch.no_grad():
-            ref = module(*inputs)
+            ref = copy.deepcopy(module).double()(*(x.double() for x in inputs))
+        allowed = error_bound(case, module, inputs).allowed()
         try:
             out = program.forward(list(inputs))[0]
         except Exception as e:  # the runtime's error arrives as a Python exception
             return Witnessed(raised=str(e).strip().splitlines()[0], within=None)
         within = within and out.shape == ref.shape and bool(
-            ((out - ref).abs() <= FP32_ATOL + FP32_RTOL * ref.abs()).all())
+            ((out.double() - ref).abs() <= allowed).all())
     return Witnessed(raised=None, within=within)
 
 
