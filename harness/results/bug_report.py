@@ -63,7 +63,7 @@ def _stock_cell(f: findings_mod.Finding, cells: list[CellResult]) -> CellResult:
     """The cell the report is about: the finding's representative when it is a stock lane's,
     else a stock cell of the finding, else the representative (whose script then needs the
     fix it ran with)."""
-    mine = [c for c in cells if findings_mod.cell_finding_id(c) == f.id]
+    mine = findings_mod.cells_of(f, cells)
     ex = next(c for c in mine if c.key ==
               cell_key(f.example["case_id"], f.example["backend"], f.example["fixes"]))
     if not ex.fixes:
@@ -156,22 +156,22 @@ def _picture_link(run_dir: Path, f: findings_mod.Finding, out_file: Path | None)
 
 
 def values_table(ev: dict | None, cell: CellResult) -> list[str]:
-    """A few expected vs actual values of the first wrong output row (small outputs only)."""
+    """A few expected vs actual values of the output row holding the worst element (small
+    outputs only; the verdict itself is the cell's, by its per-element bound)."""
     if not ev or "out" not in ev or "ref" not in ev:
         return []
     import numpy as np
 
     out, ref = ev["out"], ev["ref"]
     diff = np.abs(out.astype(np.float64) - ref.astype(np.float64))
-    tol = cell.tolerance if cell.tolerance else 1e-4
-    bad = np.argwhere(diff > tol + (1e-4 * np.abs(ref) if not cell.case.quant else 0))
-    if not len(bad):
+    if not diff.size or not np.nanmax(diff) > 0:
         return []
-    idx = tuple(bad[0][:-1])  # the row (all but the last dim) of the first wrong element
+    worst = np.unravel_index(int(np.nanargmax(diff)), diff.shape)
+    idx = tuple(worst[:-1])  # the row (all but the last dim) of the worst element
     row_out, row_ref = out[idx], ref[idx]
     cols = range(min(len(row_ref), 12))
     where = ", ".join(str(int(i)) for i in idx)
-    return ["", f"First wrong row, output[{where}, :] (first {len(cols)} of {len(row_ref)}):", "",
+    return ["", f"The worst row, output[{where}, :] (first {len(cols)} of {len(row_ref)}):", "",
             "| index | " + " | ".join(str(i) for i in cols) + " |",
             "|---|" + "---|" * len(cols),
             "| expected | " + " | ".join(f"{row_ref[i]:.4g}" for i in cols) + " |",
@@ -186,7 +186,7 @@ def _releases(f: findings_mod.Finding, runs: list[Path]) -> list[str]:
         header = folder.header()  # RunFolderError (ValueError): one line
         cells = folder.cells()
         v = header.versions
-        hit = [c for c in cells if findings_mod.cell_finding_id(c) == f.id]
+        hit = [c for c in cells if findings_mod.lands_in(findings_mod.cell_finding_id(c), f)]
         mine = [c for c in cells if c.case_id in set(f.case_ids)
                 and findings_mod.family(c.backend) in f.backend.split(",")]
         statuses = sorted({c.status for c in mine})
@@ -304,13 +304,18 @@ def render(run_dir: str | os.PathLike, finding_id: str, out_file: Path | None = 
            "", "```python", script.rstrip("\n"), "```", "",
            "## Expected vs actual", "",
            "- expected: PASS (the eager PyTorch module's output, within convconf's tolerance: "
-           "fp32 `|out - ref| <= 1e-4 + 1e-4 |ref|`, int8 one output step, fp16/bf16 4 eps steps)",
+           "float: each element within an error bound from the computation, about "
+           "`2 x 8 sqrt(K) u sum|w x|` for a K-term sum (Higham's inner-product bound, "
+           "docs/concepts.md), int8 one output step)",
            f"- actual: **{cell.status}**" + (f": `{cell.message[:500]}`" if cell.message else "")]
     md += _culprit(f, cell)
     if f.status == Status.MISMATCH.value:
         if cell.max_abs_error is not None:
             md.append(f"- max |out - ref| = {cell.max_abs_error:.4g}"
-                      + (f" (tolerance {cell.tolerance:.3g})" if cell.tolerance else ""))
+                      + (f" ({cell.bound_ratio:.3g}x its error bound, {cell.tolerance:.3g} at the "
+                         "worst element)" if cell.bound_ratio is not None
+                         and cell.tolerance else
+                         f" (tolerance {cell.tolerance:.3g})" if cell.tolerance else ""))
         md.append(f"- where the output is wrong (fingerprint): **{cell.error_pattern or '-'}**")
         md += values_table(ev, cell)
         if picture:

@@ -325,6 +325,12 @@ def finding_of(found: list[Finding]) -> dict:
     return {tuple(k): f.id for f in found for k in f.cell_keys}
 
 
+def cells_of(f: Finding, cells: list[CellResult]) -> list[CellResult]:
+    """The cells of this run that ``f`` holds (its split part or merged whole, not its key)."""
+    keys = {tuple(k) for k in f.cell_keys}
+    return [c for c in cells if c.key in keys]
+
+
 def lands_in(key_id: str, f: Finding) -> bool:
     """Whether a cell whose key id (``cell_finding_id``) is ``key_id`` lands in ``f``: its own
     key, or one merged into it, or the key it is a split part of (a shrink or diagnosis try)."""

@@ -155,7 +155,7 @@ def fix_effects(f: findings_mod.Finding, cells: list[CellResult]) -> list[FixEff
     from harness.stages import fixes as fix_registry
 
     by_key = {c.key: c for c in cells}
-    stock = [c for c in cells if not c.fixes and findings_mod.cell_finding_id(c) == f.id]
+    stock = [c for c in findings_mod.cells_of(f, cells) if not c.fixes]
     fams = {findings_mod.family(c.backend) for c in stock}
     out = []
     for fx in sorted({c.fixes for c in cells if c.fixes and "," not in c.fixes
@@ -233,7 +233,7 @@ def build(run_dir: Path) -> list[Draft]:
     findings_mod.draw_pictures(folder.path, found)
     drafts = []
     for f in found:
-        stock = [c for c in cells if not c.fixes and findings_mod.cell_finding_id(c) == f.id]
+        stock = [c for c in findings_mod.cells_of(f, cells) if not c.fixes]
         if not stock or not unreported(f) or f.status == Status.NOT_DELEGATED.value:
             continue  # reported, our fix's own, or right values the partitioner left out
         drafts.append(_draft(folder, header, f, stock[0], cells))
