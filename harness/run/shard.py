@@ -17,6 +17,9 @@ from harness.spec import ConvCase
 # lowering, extra for quantization (prepare/calibrate/convert, once per case), and execution per
 # output element on a CPU Vulkan device (the 224x224x64 seed conv: ~0.4 s).
 CASE_S, LANE_S, QUANT_S, PER_ELEMENT_S = 0.5, 1.3, 1.0, 1.2e-7
+# and per multiply-accumulate, per lane (the size axis, issue 46: lowering packs and executing
+# sums every term; a 3e8-MAC conv took 10-27 s a cell on lavapipe, 2 cores, ~5e-8 s per MAC)
+PER_MAC_S = 5e-8
 
 
 def parse(text: str) -> tuple[int, int]:
@@ -31,9 +34,11 @@ def parse(text: str) -> tuple[int, int]:
 
 
 def expected_cost(case: ConvCase, lanes: int) -> float:
+    from harness.generation.strategies import macs
+
     elements = math.prod(case.input_shape) * max(1, case.out_channels) / max(1, case.in_channels)
     return (CASE_S + (QUANT_S if case.quant else 0)
-            + lanes * (LANE_S + PER_ELEMENT_S * elements))
+            + lanes * (LANE_S + PER_ELEMENT_S * elements + PER_MAC_S * macs(case)))
 
 
 def assign(cases: list[ConvCase], n: int, lanes: int) -> dict[str, int]:
