@@ -480,7 +480,7 @@ class Evidence:
             return [("", cells)]
         kinds: dict = {}
         for r in cells:
-            k = pattern_kind(r.error_pattern or "", r.out_shape)
+            k = pattern_kind(r.error_pattern or "", *_shape_and_kernel(r))
             if k:
                 kinds.setdefault(k, []).append(r)
         groups: list[list] = []  # [kind, cells]: a kind joins the first larger one it fits
@@ -493,7 +493,7 @@ class Evidence:
         if len(groups) < 2:
             return [("", cells)]
         for r in cells:
-            if not pattern_kind(r.error_pattern or "", r.out_shape):
+            if not pattern_kind(r.error_pattern or "", *_shape_and_kernel(r)):
                 groups[0][1].append(r)
         return [(f"wrong at {' · '.join(sorted(k))}", sub) for k, sub in groups]
 
@@ -643,15 +643,22 @@ _KIND_NUMBER = re.compile(r"\d+(\.\d+)?|\(.*?\)")
 _KIND_UNIT = re.compile(r"\b(col|row|slice|channel|batch|group)(?:e?s)\b")
 
 
-def pattern_kind(pattern: str, out_shape=None) -> frozenset:
+def _shape_and_kernel(r: CellResult) -> tuple:
+    """A cell's output shape (its row's, else the conv's own) and its largest kernel size."""
+    return (r.out_shape or r.case.output_shape()), max(r.case.spatial("kernel_size"))
+
+
+def pattern_kind(pattern: str, out_shape=None, kernel: int = 1) -> frozenset:
     """What kind of wrong a MISMATCH's error pattern (stages/fingerprint.py) says, counts and
     plurals out: its restricted parts only ("right edge N col", "N of N batch"; "all batches",
     "everything spatial" say nothing), so "right edge 1 col" and "right edge 3 cols" are one
-    kind; "everything" (no axis restricted) is a kind of its own, except on an output with a
-    spatial size of 1 (``out_shape``), where an edge is all of it; no pattern (a matrix from
-    before the column) none."""
+    kind; "everything" (no axis restricted) is a kind of its own, except on an output so small
+    that every element lies in an edge band (a spatial size of at most half the ``kernel``, at
+    least 1: ``out_shape``), where an edge bug is all of it; no pattern (a matrix from before
+    the column) none."""
     if (pattern or "").strip() == "everything":
-        flat = out_shape is not None and len(out_shape) > 2 and min(out_shape[2:]) == 1
+        flat = (out_shape is not None and len(out_shape) > 2
+                and min(out_shape[2:]) <= max(1, kernel // 2))
         return frozenset() if flat else frozenset({"everything"})
     out = set()
     for part in re.split(r" · | × | \+ | & ", pattern or ""):
