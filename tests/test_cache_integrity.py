@@ -229,8 +229,8 @@ def test_after_a_run_the_counts_are_recorded_and_the_bound_enforced(template, tm
     monkeypatch.setenv(cache_cli.MAX_ENV, str(2 * one + one // 2))
     done = cache_cli.after_run(str(root), df, tmp_path / "no-run-folder")
     assert [i.path for i in done.removed] == lowered[:2]
-    out = capsys.readouterr().out.splitlines()
-    assert len(out) == 1 and out[0].startswith("cache: pruned 2 entries") and "$CONVCONF" in out[0]
+    out = " ".join(capsys.readouterr().out.split())  # one line, wrapped to the console
+    assert out.startswith("cache: pruned 2 entries") and "$CONVCONF" in out and out.count("cache:") == 1
     last = cache_cli.LastRun.read(root)
     assert (last.cells, last.hits, last.misses, last.replaced) == (4, 2, 1, 0)
     info = "\n".join(cache_cli.info_lines(root))

@@ -4,6 +4,7 @@ malformed or non-applying patch stops a build with one line naming the patch, th
 first failing hunk; a patch's "Needs:" brings the patches it needs into its set; a patch set is
 its own cache entry; and (slow) a patched plug-in runs the seed bug's minimal case to PASS."""
 
+import hashlib
 import json
 import os
 import re
@@ -278,7 +279,7 @@ def test_installed_finds_a_patched_plug_in_by_the_set_it_was_built_with(tmp_path
     (folder / vulkan.LIBRARY).write_bytes(b"")
     vulkan.Manifest(
         runtime="vulkan", library=str(folder / vulkan.LIBRARY), runner="",
-        library_sha256="0" * 64, library_bytes=0, executorch_version=wheel.version,
+        library_sha256=hashlib.sha256(b"").hexdigest(), library_bytes=0, executorch_version=wheel.version,
         executorch_git_version=wheel.git_version, source_commit="c", source_version_txt="v",
         source_commit_date="", source_origin="o", source_exact=True, skew_note="",
         glslc_version="", toolchain_packages=[], build_seconds=1.0, phase_seconds={}, jobs=2,
