@@ -4,6 +4,7 @@ a program that executed right with the conv outside the delegate, sits just befo
 from __future__ import annotations
 
 import enum
+import errno
 
 
 class Status(str, enum.Enum):
@@ -52,3 +53,18 @@ OK = {Status.PASS, Status.NO_RUNTIME}
 STATIC_FINAL = {Status.INVALID, Status.LOWER_ERROR}
 # What really happened on a runtime.
 EXECUTED = {Status.RUNTIME_ERROR, Status.CRASH, Status.MISMATCH, Status.PASS}
+
+
+DISK_FULL = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
+
+
+def machine_full(e: BaseException | None) -> OSError | None:
+    """The disk-full error behind ``e`` (itself, its cause or context), else None: the
+    machine's failure, not the cell's -- no status is a verdict on it, the run stops in one line
+    (cli/run.py) and ``--resume`` continues once there is room."""
+    seen = 0
+    while e is not None and seen < 8:
+        if isinstance(e, OSError) and e.errno in DISK_FULL:
+            return e
+        e, seen = e.__cause__ or e.__context__, seen + 1
+    return None

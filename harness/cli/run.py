@@ -226,9 +226,9 @@ EXIT_STOPPED = 3  # the run had to stop (a full disk): its journal keeps every f
 
 
 def _stopped_by_disk(e: OSError, out: Path) -> int:
-    import errno
+    from harness.status import machine_full
 
-    if e.errno not in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
+    if not machine_full(e):
         raise e
     from harness.run import journal
 

@@ -448,6 +448,10 @@ class _Run:
         before = workers.history(self.log_dir, task.tag)
         if Status(row.status).failed_at_runtime and before:
             self.shared[task.key] = (task, row, before[-1])
+        elif row.status == Status.CRASH and "SIGKILL" in (row.message or ""):
+            # nothing a cell does raises SIGKILL itself (an abort is SIGABRT, a bad access
+            # SIGSEGV): a kill -9 from outside or the kernel's OOM killer; once more, alone
+            self.shared[task.key] = (task, row, KILLED_FROM_OUTSIDE)
         else:
             self.record(row)
 
@@ -532,8 +536,14 @@ def _crash(task: CellTask, death: str, log_dir: str, crash_result) -> CellResult
                         task.prepared, log=log)
 
 
+KILLED_FROM_OUTSIDE = "a SIGKILL from outside the cell"
+
+
 def isolation_note(shared: CellResult, alone: CellResult, previous: str) -> str:
-    """How a cell that failed in a reused worker fared alone; 'DIFFERS' marks a finding."""
+    """How a cell that failed in a reused worker fared alone; 'DIFFERS' marks a finding. A
+    cell whose worker was killed from outside (``KILLED_FROM_OUTSIDE``) says only that."""
+    if previous == KILLED_FROM_OUTSIDE:
+        return f"re-run alone after {previous} ({(shared.message or '')[:100]}): {alone.status}"
     if shared.status == alone.status:
         return f"re-run alone: same {alone.status}"
     return (f"DIFFERS: alone {alone.status}; in a worker right after {previous} it was "

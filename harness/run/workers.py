@@ -26,6 +26,8 @@ from typing import Callable, Iterable, Iterator
 
 from pebble import ProcessExpired, ProcessPool
 
+from harness.status import machine_full
+
 MARK = "@@convconf cell "
 # Workers fork from a server process that imported torch once ("forkserver" with preload): a new
 # worker (the first ones, a replacement after a crash, after max_tasks) starts in milliseconds
@@ -215,6 +217,8 @@ def outcome(future, timeout: float | None) -> tuple[object, str | None]:
     try:
         return future.result(), None
     except Exception as e:  # the worker died or hung: that task only
+        if full := machine_full(e):  # a full disk is the machine's: the run stops (cli/run.py)
+            raise full from None
         return None, describe_death(e, timeout)
 
 

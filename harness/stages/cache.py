@@ -14,7 +14,6 @@ prune`` (least recently used first).
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import io
 import json
@@ -27,11 +26,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness import versions
+from harness.status import DISK_FULL
 
 FILES = ("program.pte", "refs.pt")  # besides meta.json, what an entry may hold
 CHECKS = "sha256"                   # the meta.json key holding the entry's digests
 REPLACED_LOG = "replaced.jsonl"     # in the cache root: one line per corrupt entry set aside
-UNWRITABLE = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)  # a store that fails so is skipped
+UNWRITABLE = DISK_FULL  # a store that fails so is skipped (status.DISK_FULL)
 UNSTORED: set = set()  # cache roots this process could not store in (said once each)
 
 

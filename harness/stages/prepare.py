@@ -38,7 +38,7 @@ from harness.stages.quantize import output_qparams, quantize
 from harness.stages.sizes import sized_references
 from harness.lane import Lane
 from harness.spec import ConvCase
-from harness.status import Status
+from harness.status import Status, machine_full
 
 
 @dataclass
@@ -211,6 +211,8 @@ def _program(case: ConvCase, module, inputs: tuple, float_ref, backend) -> _Prog
                                            dynamic_shapes=dynamic_shapes(case))
         program.exported, program.dynamic = program.export(), case.dynamic != "none"
     except Exception as e:  # the stage's own error is the finding, for every lane of it
+        if machine_full(e):  # the machine's, not the case's: no verdict (the run stops)
+            raise
         program.status, program.message = Status.LOWER_ERROR.value, first_line(e)
         program.traceback = traceback.format_exc(limit=-8)
     return program
@@ -244,6 +246,8 @@ def _lowered(program: _Program, backend, lane: Lane, distinct: _Distinct) -> Pre
         out.phase = "lower"
         lowered = lower(exported, backend, list(lane.fixes), watch)
     except Exception as e:
+        if machine_full(e):  # the machine's, not the lane's: no verdict (the run stops)
+            raise
         out.status, out.message = Status.LOWER_ERROR.value, first_line(e)
         out.traceback = traceback.format_exc(limit=-8)
         return out
