@@ -1,5 +1,5 @@
-"""The cache digest (versions.digest_of: every file of harness/stages/ plus spec.py and status.py)
-covers what decides a cached outcome and nothing else: drawing a picture decides none, so editing
+"""The cache digest (versions.digest_of: the modules harness/stages/ imports inside the package,
+walked transitively, issue #49) covers what decides a cached outcome and nothing else: drawing a picture decides none, so editing
 the drawing code leaves every cached lowering valid."""
 
 import shutil
