@@ -4,6 +4,8 @@ lowering): every case within the budget, each kind reaching its size on any seed
 strata reaching theirs, the nightly profile drawing large cases at about its rate, the ci
 profile's cases what they were."""
 
+import dataclasses
+
 import pytest
 from hypothesis import find, given, settings, strategies as st
 
@@ -11,6 +13,7 @@ from harness.cli import main
 from harness.generation import strategies as S
 from harness.generation.generate import LARGE_RATE, PROFILES, generate
 from harness.generation.strata import SIZE_STRATA, STRATA, stratum
+from harness.results.known_issues import features as known_features, load as load_issues
 from harness.spec import ConvCase
 from harness.stages.build import eager_check
 
@@ -62,6 +65,10 @@ def test_the_size_strata_reach_their_sizes_on_any_seed(data):
         assert S.reduction_length(case) > S.LONG_REDUCTION, case.label
     else:
         assert S.crossed_limits(case), case.label
+    for family in row.families:  # the families only a size shows (strata.SIZE_FAMILIES)
+        issue = next(i for i in load_issues() if i.id == family)  # its case, not its words:
+        issue = dataclasses.replace(issue, message=None, error_pattern=None, component=None)
+        assert issue.matches(issue.backend, known_features(case), issue.statuses[0], ""), family
     # what would hide the size stays pinned: batch 1, float32, zeros, not transposed, contiguous
     assert case.input_shape[0] == 1 and case.dtype == "float32" and not case.transposed
     assert case.padding_mode == "zeros" and case.memory_format == "contiguous"

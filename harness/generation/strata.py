@@ -146,11 +146,14 @@ STRATA = [replace(row, families=row.families + BY_SHAPE.get(i, ())) for i, row i
 # weight passes the 2D texture limit from 65536 terms), and an input past a texture limit
 # (strategies.TEXTURE_LIMITS: 2048, lavapipe's 3D 4096, the partitioner's 16384). A row pins what
 # would hide the size (batch 1 and float32: Vulkan's batch-1 rule, bf16 left undelegated; zeros
-# padding, not transposed, contiguous); it names no family yet.
+# padding, not transposed, contiguous). The families only a size shows (a ``when`` on
+# ``reduction``) are theirs: SIZE_FAMILIES, which the quick default cannot reach.
 SIZE_STRATA = [
-    Stratum("int", 2, None, (), size="reduction"),
+    Stratum("int", 2, None, ("vulkan-conv2d-gemm-weight-texture-limit",), size="reduction"),
     Stratum("tuple", 2, None, (), size="texture"),
+    Stratum("int", 2, Q8C, ("vulkan-q8ta-conv-large-reduction-crash",), size="reduction"),
 ]
+SIZE_FAMILIES = frozenset(f for row in SIZE_STRATA for f in row.families)
 
 
 def stratum(row: Stratum) -> st.SearchStrategy:
