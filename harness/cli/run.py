@@ -92,23 +92,9 @@ def add_parsers(sub) -> None:
 def cmd_run(args) -> int:
     # Everything that can be wrong with the input is checked before the run folder is touched.
     if args.executorch or args.executorch_tree or args.source:  # at an ExecuTorch tree
-        from harness.run import at_tree
-        from harness.runtimes.tree import TreeError
-
-        try:
-            return at_tree.run(args, getattr(args, "argv", sys.argv[1:]))
-        except TreeError as e:
-            raise UsageError(str(e)) from None
-    if args.resume:  # a run at a tree resumes at it
-        from harness.run import at_tree
-        from harness.runtimes.tree import TreeError
-
-        try:
-            code = at_tree.resume(args, getattr(args, "argv", sys.argv[1:]))
-        except TreeError as e:
-            raise UsageError(str(e)) from None
-        if code is not None:
-            return code
+        return _at_tree(args, resume=False)
+    if args.resume and (code := _at_tree(args, resume=True)) is not None:
+        return code  # a run at a tree resumes at it
     base = _checked_options(args)
     earlier, problem = _earlier(args)
     corpus_ids = _corpus_ids(args.regression_corpus)
@@ -137,6 +123,19 @@ def cmd_run(args) -> int:
         say(f"{shown(args.save_failures)}: {added} new failing case(s) added")
     cache_after_run(config.cache_dir, df, out)  # hit/miss counts recorded, the max size kept
     return _exit_code(args, df, verdict)
+
+
+def _at_tree(args, resume: bool):
+    """The run (or its resume) at an ExecuTorch tree (run/at_tree.py); a bad tree or ref is one
+    usage line. ``resume``: None when the run folder is not a run at a tree."""
+    from harness.run import at_tree
+    from harness.runtimes.tree import TreeError
+
+    try:
+        return (at_tree.resume if resume else at_tree.run)(args, getattr(args, "argv",
+                                                                           sys.argv[1:]))
+    except TreeError as e:
+        raise UsageError(str(e)) from None
 
 
 def _earlier(args):
