@@ -20,7 +20,6 @@ and says what it reached for the first time (``Tonight``, the run folder's
 from __future__ import annotations
 
 import json
-import math
 import os
 from dataclasses import asdict, dataclass, field
 from datetime import date, datetime, timezone
@@ -64,13 +63,8 @@ def run_seed(seed: int | None, profile: str, env=None, today: date | None = None
 
 
 # --- the case space ------------------------------------------------------------------------------
-def reduction(case: ConvCase) -> int:
-    """Terms per output element: input channels per group x kernel volume."""
-    return (case.in_channels // max(case.groups, 1)) * math.prod(case.spatial("kernel_size"))
-
-
 def size_class(case: ConvCase) -> str:
-    r = reduction(case)
+    r = case.reduction_length()
     return next((label for bound, label in SIZE_CLASSES if r < bound), "r>=100k")
 
 

@@ -9,6 +9,8 @@ thing to ``nn.Conv*``, both go through ``_pair``/``_single``).
 
 from __future__ import annotations
 
+import math
+
 import dataclasses
 import hashlib
 import json
@@ -425,6 +427,11 @@ class ConvCase:
             for j in range(len(pads) // 2):  # F.pad: (left, right) of the last dimension first
                 shape[-1 - j] += pads[2 * j] + pads[2 * j + 1]
         return tuple(shape)
+
+    def reduction_length(self) -> int:
+        """Terms summed into one output element: input channels per group x kernel volume (the
+        size axis, the error bound's K, the known issues' ``reduction``)."""
+        return self.in_channels // self.groups * math.prod(self.spatial("kernel_size"))
 
     def output_shape(self) -> tuple:
         """The conv's output shape as nn.Conv* computes it (an empty dimension comes out < 1)."""

@@ -28,7 +28,7 @@ def assert_within_budget(case):
 def test_each_kind_reaches_its_size_within_the_budget(kind, data):
     case = data.draw(S.large_cases(kinds=(kind,), quant=st.sampled_from(S.LARGE_QUANT)))
     assert_within_budget(case)
-    reached = {"reduction": S.reduction_length(case) > S.LONG_REDUCTION,
+    reached = {"reduction": case.reduction_length() > S.LONG_REDUCTION,
                "texture": bool(S.crossed_limits(case)),
                "channels": max(case.in_channels, case.out_channels) >= 64}
     assert reached[kind], (kind, case.label)
@@ -62,7 +62,7 @@ def test_the_size_strata_reach_their_sizes_on_any_seed(data):
     assert (case.padding_spelling, case.dim, case.quant) == row.axes
     assert_within_budget(case)
     if row.size == "reduction":
-        assert S.reduction_length(case) > S.LONG_REDUCTION, case.label
+        assert case.reduction_length() > S.LONG_REDUCTION, case.label
     else:
         assert S.crossed_limits(case), case.label
     for family in row.families:  # the families only a size shows (strata.SIZE_FAMILIES)
@@ -79,7 +79,7 @@ def test_shrinking_goes_to_the_smallest_case_that_still_reaches_the_size():
     # the smallest conv past 100k terms (a 7x7 kernel on ceil(100001 / 49) channels, one output)
     case = find(S.large_cases(kinds=("reduction",)), lambda c: True,
                 settings=settings(database=None))
-    assert S.reduction_length(case) == 49 * 2041 > S.LONG_REDUCTION
+    assert case.reduction_length() == 49 * 2041 > S.LONG_REDUCTION
     assert (case.dim, case.out_channels, case.input_shape) == (2, 1, (1, 2041, 7, 7))
     assert case.quant is None and case.dtype == "float32" and not case.transposed
 
@@ -90,7 +90,7 @@ def test_the_nightly_profile_draws_large_cases_at_about_its_rate():
     assert len(cases) == n
     first = len(STRATA) + len(SIZE_STRATA)
     # the run starts with the strata, then the size strata, each reaching its size
-    assert S.reduction_length(cases[len(STRATA)]) > S.LONG_REDUCTION
+    assert cases[len(STRATA)].reduction_length() > S.LONG_REDUCTION
     assert S.crossed_limits(cases[len(STRATA) + 1])
     free = cases[first:]
     share = sum(S.size_class(c) != "small" for c in free) / len(free)
@@ -112,7 +112,7 @@ def test_budget_and_texture_arithmetic_on_known_convs():
     # im2col route's packed weight is ceil(6*6*2048/4) = 18432 texels high (> 16384)
     gemm = ConvCase(dim=2, in_channels=2048, out_channels=128, kernel_size=6,
                     input_shape=(1, 2048, 6, 6))
-    assert S.reduction_length(gemm) == 73728
+    assert gemm.reduction_length() == 73728
     assert S.macs(gemm) == 128 * 73728
     assert S.footprint(gemm) == 4 * (2048 * 36 + 128 + 128 * 73728 + 128)
     assert S.texture_extents(gemm)["gemm weight"] == (128, 18432, 1)

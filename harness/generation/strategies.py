@@ -352,12 +352,6 @@ SIZE_KINDS = ("reduction", "channels", "texture")
 LARGE_QUANT = [None, None, "int8_per_tensor", "int8_per_channel"]
 
 
-def reduction_length(case: ConvCase) -> int:
-    """K: the terms summed into each output element (input channels per group x kernel
-    volume; a transposed conv's upper bound)."""
-    return case.in_channels // case.groups * math.prod(case.spatial("kernel_size"))
-
-
 def _largest_shapes(case: ConvCase) -> list:
     """The input shapes the case runs at: its own, and every dynamic size."""
     return [case.input_shape, *case.dynamic_sizes]
@@ -374,14 +368,14 @@ def macs(case: ConvCase) -> int:
             n = conv_in[0] * case.in_channels * math.prod(conv_in[2:]) \
                 * (case.out_channels // case.groups) * kvol
         else:
-            n = out[0] * case.out_channels * math.prod(out[2:]) * reduction_length(case)
+            n = out[0] * case.out_channels * math.prod(out[2:]) * case.reduction_length()
         most = max(most, n)
     return most
 
 
 def footprint(case: ConvCase) -> int:
     """Bytes of input, output, weights and residuals at 4 bytes an element, largest size."""
-    weight = case.out_channels * reduction_length(case) + (case.out_channels if case.bias else 0)
+    weight = case.out_channels * case.reduction_length() + (case.out_channels if case.bias else 0)
     most = 0
     for shape in _largest_shapes(case):
         at = case.at_size(shape) if case.dynamic != "none" else case
@@ -460,7 +454,7 @@ def size_class(case: ConvCase) -> str:
     have at most 16) or "small". Every ``large_cases`` draw is one of the first three."""
     if crossed_limits(case):
         return "texture"
-    if reduction_length(case) > LONG_REDUCTION:
+    if case.reduction_length() > LONG_REDUCTION:
         return "reduction"
     return "wide" if case.in_channels >= 64 else "small"
 

@@ -14,7 +14,6 @@ import collections
 import dataclasses
 import functools
 import json
-import math
 import operator
 import os
 import re
@@ -94,7 +93,7 @@ def features(c: ConvCase) -> dict[str, Any]:
             "output_padding_ge_stride": c.transposed and any(map(operator.ge, out_pad, stride)),
             "list1_args": [n for n in ("stride", "padding", "dilation", "output_padding") if c.dim > 1
                            and isinstance(getattr(c, n), tuple) and len(getattr(c, n)) == 1],
-            "reduction": c.in_channels // c.groups * math.prod(kernel)}
+            "reduction": c.reduction_length()}
 
 
 # The vocabulary with each feature's value type ("quant" may be null; "list1_args" holds names).
