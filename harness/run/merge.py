@@ -2,8 +2,10 @@
 
 Refuses, with one line naming the shard and the difference, shards that are not one run: other
 versions (executorch, torch, the pipeline's own code), another configuration (backends, fixes,
-profile, examples, seed, case files), another Vulkan runtime or device, other cases, a shard
-missing or given twice, or a shard whose cells are not all there (resume it first).
+profile, examples, seed, case files), another Vulkan runtime or device, another ExecuTorch tree
+(a run at a commit or tree: its commit, dirty or not, its Python and Vulkan digests), other
+cases, a shard missing or given twice, or a shard whose cells are not all there (resume it
+first).
 """
 
 from __future__ import annotations
@@ -28,6 +30,9 @@ from harness.spec import CaseError, ConvCase
 SAME = ("versions", "registered_backends", "backends", "fixes", "profile", "max_examples",
         "seed", "case_files", "timeout")
 SAME_VULKAN = ("source_commit", "executorch_version", "devices")
+# A run at an ExecuTorch tree (run.json's executorch_tree): the tree by what it is, not where it
+# lies (its path and plug-in path may differ from machine to machine).
+SAME_TREE = ("commit", "dirty", "python_digest", "vulkan_digest")
 
 
 class MergeError(Exception):
@@ -42,8 +47,9 @@ def _header(d: Path) -> RunHeader:
 
 
 def _identity(h: RunHeader) -> dict:
-    vulkan = h.vulkan or {}
-    return {**{k: getattr(h, k) for k in SAME}, **{f"vulkan.{k}": vulkan.get(k) for k in SAME_VULKAN}}
+    vulkan, tree = h.vulkan or {}, h.executorch_tree or {}
+    return {**{k: getattr(h, k) for k in SAME}, **{f"vulkan.{k}": vulkan.get(k) for k in SAME_VULKAN},
+            **{f"executorch_tree.{k}": tree.get(k) for k in SAME_TREE}}
 
 
 def check(dirs: list[Path]) -> list[RunHeader]:
