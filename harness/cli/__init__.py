@@ -13,6 +13,7 @@ import sys
 from harness.cli import bisect
 from harness.cli import cache
 from harness.cli import cases
+from harness.cli import fidelity
 from harness.cli import fixes
 from harness.cli import native
 from harness.cli import results
@@ -25,7 +26,7 @@ from harness.cli.common import EXIT_USAGE, Parser, UsageError
 def build_parser() -> Parser:
     p = Parser(prog="harness")
     sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
-    for commands in (run, results, native, cases, fixes, bisect, cache, upstream):
+    for commands in (run, results, native, cases, fixes, bisect, cache, upstream, fidelity):
         commands.add_parsers(sub)
     p.description = ("Command line: python -m harness COMMAND, where COMMAND is one of: "
                      + ", ".join(sub.choices) + ".")
