@@ -212,6 +212,68 @@ def premerge(session):
                     "(commit them to have each flip named by its commit)")
 
 
+def _release_venv(session, release: str, torch: str) -> str:
+    """runs/releases/venv-RELEASE as the ``releases`` session makes it (kept: made once), and the
+    release's Vulkan plug-in (a cache hit after the first time); -> its python."""
+    venv = Path("runs/releases") / f"venv-{release}"
+    python = str(venv / "bin" / "python")
+    if not venv.exists():
+        started = time.monotonic()
+        session.run("python", "-m", "venv", str(venv))
+        session.run(python, "-m", "pip", "install", "-q", f"torch=={torch}")
+        session.run(python, "-m", "pip", "install", "-q", f"executorch=={release}")
+        session.run(python, "-m", "pip", "install", "-q", "--no-deps", "-e", ".")
+        session.run(python, "-m", "pip", "install", "-q", *_dependencies_besides(
+            "torch", "executorch"))
+        seconds = round(time.monotonic() - started, 1)
+        (venv / "convconf-install.json").write_text(json.dumps(
+            {"executorch": release, "torch": torch, "install_s": seconds}))
+    said = session.run(python, "-m", "harness", "runtime", "build", "vulkan", silent=True,
+                       success_codes=[0, 1, 2]) or ""
+    (venv.parent / f"{release}-vulkan-runtime.txt").write_text(said)
+    return python
+
+
+@nox.session
+def fidelity(session):
+    """The overlay's fidelity, measured: the corpus on a release's own wheel (its venv, as
+    ``releases`` makes it) and as a run at that release's tag over the installed wheel
+    (``harness run --executorch vX --source GITDIR``), then ``harness fidelity``: every cell where
+    the two differ, with its reason -> runs/fidelity/X/fidelity.{md,csv,json}.
+
+    nox -s fidelity -- 1.4.1 [1.3.1] --source GITDIR   (or $EXECUTORCH_SOURCE: an ExecuTorch git
+    repository, a bare one too; FIDELITY_JOBS=2; cases: cases/*.json, $FIDELITY_CASES)"""
+    from harness.runtimes.pairing import torch_for
+
+    args = list(session.posargs)
+    source = os.environ.get("EXECUTORCH_SOURCE", "")
+    if "--source" in args:
+        i = args.index("--source")
+        source = args[i + 1] if i + 1 < len(args) else ""
+        del args[i:i + 2]
+    if not args or not source:
+        session.error("fidelity: nox -s fidelity -- RELEASE [RELEASE ...] --source GITDIR")
+    pairs = {}
+    for release in args:  # all checked before anything is installed or run
+        try:
+            pairs[release] = torch_for(release)[0]
+        except ValueError as e:
+            session.error(str(e))
+    cases = os.environ.get("FIDELITY_CASES", "") or " ".join(
+        sorted(map(str, Path("cases").glob("*.json"))))
+    common = ["--cases", *cases.split(), "--max-examples", "0", "--no-progress", "--overwrite",
+              "-j", os.environ.get("FIDELITY_JOBS", "2")]
+    root = Path("runs/fidelity")
+    for release in args:
+        python = _release_venv(session, release, pairs[release])
+        wheel, tree = root / release / "wheel", root / release / "tree"
+        session.run(python, "-m", "harness", "run", "--out", str(wheel), *common)
+        session.run("python", "-m", "harness", "run", "--executorch", f"v{release}", "--source",
+                    source, "--out", str(tree), *common)
+        session.run("python", "-m", "harness", "fidelity", str(wheel), str(tree), "--out",
+                    str(root / release), success_codes=[0, 1])
+
+
 @nox.session
 def etsuite(session):
     """ExecuTorch's own conv operator tests (from the installed wheel, our Vulkan plug-in loaded)
