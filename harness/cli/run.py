@@ -300,6 +300,10 @@ def _started(args, earlier=None) -> tuple:
         say(f"seed {args.seed} (this night's, from {origin}; --seed {args.seed} runs it again)")
     config = _config(args, backends, fixes, fixes_each)
     cases = _all_cases(args, listed, config.max_examples, earlier)
+    if not cases:  # before anything is written (an empty matrix has no columns to report on)
+        given = (f"--cases {' '.join(map(str, args.cases))} hold(s) no case" if args.cases
+                 else "no --cases")
+        raise UsageError(f"run: nothing to run: --max-examples {config.max_examples} and {given}")
     runner.start(out, config, cases)
     from harness.runtimes import tree
 
