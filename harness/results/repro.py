@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from pathlib import Path
@@ -9,9 +10,9 @@ from pathlib import Path
 import torch
 
 from harness.stages import backends
-from harness.stages.build import (case_seed, context_source, input_names, module_class,
-                                  module_kwargs)
-from harness.stages.compare import LOW_PRECISION_STEPS
+from harness.stages.build import (build_module, case_seed, context_source, error_bound,
+                                  input_names, make_inputs, module_class, module_kwargs)
+from harness.stages.compare import LAMBDA, SAFETY, LOW_PRECISION_STEPS, unit_roundoff
 from harness.results.templates import environment
 from harness.lane import Lane
 from harness.runfolder import RunFolder
@@ -138,9 +139,66 @@ def minimal_script(case: ConvCase, backend: str, status: str, detail: str = "",
         calib_exprs=[inputs_expr(case, s) for s in ("inputs", "calib0", "calib1", "calib2")],
         cl_input=case.memory_format != "contiguous", cl_module=case.module_channels_last,
         cl_format="channels_last_3d" if case.dim == 3 else "channels_last",
-        lowp=lowp, dtype=case.dtype, low_precision_steps=LOW_PRECISION_STEPS.get(
-            getattr(torch, case.dtype)),
+        lowp=lowp, dtype=case.dtype, bound_lines=None if case.quant else bound_lines(case),
         check_shape=status == Status.MISMATCH.value and "shape" in detail)
+
+
+def bound_lines(case: ConvCase, model: str = "model", inputs: str = "x",
+                conv: str = "conv", exact: str = "expected") -> list[str]:
+    """The float script's error bound, as the harness judges a float cell (stages/compare.py
+    ErrorBound, build.error_bound; docs/concepts.md "Tolerance policy"), in a few lines of
+    torch: ``exact`` = the float64 reference of the same (rounded) weights and inputs, ``M`` =
+    |W| conv |X| + |b| carried through the epilogue, ``bound`` = SAFETY x ((gamma_K + r u) M +
+    u |exact|) per element, floored at (K + 1) tiny. K and r come from build.error_bound itself
+    (the case's own module and inputs), so the script's numbers are the harness's. The lines
+    run after ``model`` and ``inputs`` are in the case's dtype; ``conv`` is the nn.Conv* a
+    context Model was built from."""
+    given = build_module(case), make_inputs(case)
+    eb = error_bound(case, *given)
+    names = input_names(case)
+    lines = [f"wide = copy.deepcopy({model}).double()  # the same (rounded) weights and inputs "
+             "in float64",
+             f"{exact} = wide(*(t.double() for t in {inputs}))  # the reference"]
+    if not case.has_context:
+        lines += ["for p in wide.parameters(): p.data.abs_()  # noqa: E701",
+                  f"M = wide(*(t.double().abs() for t in {inputs}))  # |W| conv |X| + |b|: "
+                  "the terms' magnitude"]
+    else:
+        if case.weights == "input":
+            params = ["weight"] + (["bias"] if case.bias else [])
+            lines += [f"c = copy.deepcopy({conv}).double()  # the weights are graph inputs"]
+            lines += [f"c.{n}.data = {inputs}[{names.index(n)}].double()" for n in params]
+        else:
+            lines += ["c = wide.conv"]
+        x0 = f"{inputs}[0].double()"
+        if case.prologue is not None:
+            _, pads, value = case.prologue
+            x0 = f"torch.nn.functional.pad({x0}, {list(pads)!r}, value={float(value)!r})"
+        lines += ["for p in c.parameters(): p.data.abs_()  # noqa: E701",
+                  f"M = c({x0}.abs())  # |W| conv |X| + |b|: the terms' magnitude"]
+        view = "view(1, -1" + ", 1" * case.dim + ")"
+        residual = 0
+        for i, op in enumerate(case.epilogue):
+            name = op if isinstance(op, str) else op[0]
+            if name == "batchnorm":  # |a| (M + |mean|) + |b|, a = w / sqrt(var + eps)
+                bn = f"wide.bn{i}"
+                lines += [f"M = ({bn}.weight / ({bn}.running_var + {bn}.eps).sqrt()).abs()."
+                          f"{view} * (M + {bn}.running_mean.abs().{view}) + "
+                          f"{bn}.bias.abs().{view}"]
+            elif name == "add":
+                k = names.index(f"residual{residual}")
+                lines += [f"M = M + {inputs}[{k}].double().abs()"]
+                residual += 1
+    exponent = -int(round(math.log2(unit_roundoff(getattr(torch, case.dtype)))))
+    per_m = f"(g + {eb.roundings} * u)" if eb.roundings else "g"
+    lam = f"{LAMBDA:g}"
+    lines += [f"u, K = 2.0 ** -{exponent}, {eb.terms}  # {case.dtype}'s unit roundoff (its sums "
+              "too), terms per output",
+              f"g = min(K * u / (1 - K * u) if K * u < 1 else math.inf, math.expm1({lam} * "
+              "math.sqrt(K) * u + K * u * u / (1 - u)))  # gamma_K, Higham-Mary's too",
+              f"bound = ({SAFETY:g} * ({per_m} * M + u * {exact}.abs())).clamp_min((K + 1) * "
+              f"torch.finfo(torch.{case.dtype}).tiny)"]
+    return lines
 
 
 MODULE_DEFAULTS = {"stride": 1, "padding": 0, "dilation": 1, "groups": 1, "bias": True,

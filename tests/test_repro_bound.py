@@ -1,0 +1,64 @@
+"""The float repro scripts judge as the harness does: by the error bound (stages/compare.py
+ErrorBound, build.error_bound), computed inline with torch alone. The script's lines up to the
+lowering, run on their own (no lowering, no harness import), give the same float64 reference
+and the same per-element bound as ErrorBound for the case's own weights and inputs."""
+
+import math
+
+import pytest
+import torch
+
+from harness.results import repro
+from harness.spec import ConvCase
+from harness.stages.build import build_module, error_bound, make_inputs
+
+BASE = dict(dim=2, in_channels=4, out_channels=6, kernel_size=3, input_shape=(1, 4, 6, 6))
+CASES = {
+    "fp16 depthwise": ConvCase(dim=2, in_channels=4, out_channels=4, groups=4, kernel_size=7,
+                               padding=3, input_shape=(1, 4, 8, 8), dtype="float16"),
+    "fp32": ConvCase(**BASE, padding=1),
+    "bf16 conv1d": ConvCase(dim=1, in_channels=3, out_channels=5, kernel_size=4, stride=2,
+                            input_shape=(2, 3, 11), dtype="bfloat16"),
+    "fp16 transposed": ConvCase(dim=2, in_channels=4, out_channels=2, kernel_size=3, stride=2,
+                                transposed=True, input_shape=(1, 4, 5, 5), dtype="float16"),
+    "fp16 channels-last, batchnorm, add, relu6": ConvCase(
+        **BASE, dtype="float16", memory_format="channels_last", module_channels_last=True,
+        epilogue=("batchnorm", "add", "relu6")),
+    "fp32 pad prologue, weights as inputs": ConvCase(
+        **BASE, prologue=("pad", (1, 1, 2, 0), -0.75), weights="input", epilogue=("add",)),
+    "bf16 no bias, clamp": ConvCase(**BASE, bias=False, dtype="bfloat16",
+                                    epilogue=(("clamp", -1.0, 0.5),)),
+}
+
+
+def before_lowering(script: str) -> str:
+    """The script from the model to the bound (what runs before anything is lowered)."""
+    body = script[script.index("model = torch.nn."):]
+    return body[:body.index("pte = ")]
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_the_scripts_bound_is_the_harness_bound(name):
+    case = CASES[name]
+    script = repro.minimal_script(case, "xnnpack", "MISMATCH", "max|d|=1")
+    assert "LOW_PRECISION" not in script and "1e-4" not in script and "finfo(torch." in script
+    space = {"torch": torch, "copy": __import__("copy"), "math": math}
+    exec(compile(before_lowering(script), "repro.py", "exec"), space)  # noqa: S102
+    eb = error_bound(case, build_module(case), make_inputs(case))
+    assert space["K"] == eb.terms
+    torch.testing.assert_close(space["expected"], eb.exact, rtol=0, atol=0)
+    torch.testing.assert_close(space["bound"], eb.allowed(), rtol=1e-12, atol=0)
+    assert space["bound"].dtype == torch.float64 and space["bound"].shape == eb.exact.shape
+
+
+def test_the_verdict_reads_the_bound_and_stays_short():
+    """A float script prints 'Nx the bound' and counts NaN as wrong; a quantized one keeps its
+    one output step; the drafts' length target holds."""
+    fp16, quant = CASES["fp16 depthwise"], ConvCase(**BASE, padding=1, quant="int8_per_tensor")
+    text = repro.minimal_script(fp16, "vulkan", "MISMATCH", "max|d|=1")
+    assert "~(err <= bound)" in text and "x the bound" in text
+    assert repro.code_lines(text) <= 30
+    q = repro.minimal_script(quant, "xnnpack", "MISMATCH", "max|d|=1")
+    assert "bound = step * (1 + 1e-5)" in q and "wide" not in q and repro.code_lines(q) <= 30
+    for t in (text, q):
+        compile(t, "repro.py", "exec")
