@@ -3,7 +3,13 @@ runs at ExecuTorch commits (``harness run --executorch``), bisected to its first
 
 1. The two runs name their commits (run.json's ``executorch_tree``); B's may not be an ancestor
    of A's (name the older run first), and neither may be dirty (uncommitted changes are in no
-   commit to find).
+   commit to find). Two release tags (v1.4.1 and main, v1.3.1 and v1.4.1) are on two branches:
+   A's commit is not an ancestor of B's. Then each flip's cell is evaluated at their merge base
+   first: with A's outcome there, the flip is B's branch's (merge base..B is bisected); with B's
+   outcome already, it came from A's own branch (a fix or a regression only the release branch
+   has: merge base..A is bisected, the first commit is on A's side); with neither, both branches
+   moved it (one line, not bisected). Each flip says which range was bisected (``bisected``,
+   ``side``).
 2. ``results.diff`` lists the cells that moved (``FLIP_CHANGES``). Cells of one
    lane with the same old -> new status pair and the same culprit component are one *flip*: one
    ``git bisect run`` on its first cell (``bisect.run``, each step ``bisect_step``), the others
@@ -58,6 +64,11 @@ class Flip:
     # own steps where it evaluated both, else the parent evaluated here), or why not
     confirmed: str = ""
     folder: str = ""
+    bisected: str = ""      # the range bisected, "<from12>..<to12>"
+    # whose commits hold the first commit: "new" (OLD..NEW, or merge base..NEW when OLD is not an
+    # ancestor of NEW), "old" (merge base..OLD: OLD's own branch changed the cell, NEW never had it)
+    side: str = ""
+    base_outcome: str = ""  # the cell at the merge base (OLD not an ancestor of NEW)
 
     @property
     def lane(self) -> str:
@@ -67,14 +78,21 @@ class Flip:
         """'case (+N more) lane OLD -> NEW: first commit SHA subject (#PR), regression'."""
         cells = self.cells[0] + (f" (+{len(self.cells) - 1} more)" if len(self.cells) > 1 else "")
         head = f"{cells} [{self.lane}] {self.old} -> {self.new}"
+        where = ""
+        if self.side == "old":  # the old end's own branch did it; the new end never had it
+            where = (f" on the old end's branch (merge base {self.bisected[:12]} already "
+                     f"{self.new}; bisected {self.bisected})")
+        elif self.base_outcome:
+            where = f" (bisected {self.bisected} from the merge base)"
         if self.first_commit:
             c = self.first_commit
             pr = f" (#{c['pr']})" if c.get("pr") and f"(#{c['pr']})" not in c["subject"] else ""
             sure = f" [{self.confirmed}]" if self.confirmed.startswith("not") else ""
-            return f"{head}: {c['commit'][:12]} {c['subject']}{pr}, {self.direction}{sure}"
+            return f"{head}: {c['commit'][:12]} {c['subject']}{pr}, {self.direction}{where}{sure}"
         if self.range:
             return (f"{head}: one of {len(self.range)} commits (skips leave a range: "
-                    f"{', '.join(r['commit'][:12] for r in self.range[:4])}), {self.direction}")
+                    f"{', '.join(r['commit'][:12] for r in self.range[:4])}), "
+                    f"{self.direction}{where}")
         return f"{head}: not bisected ({self.error})"
 
 
@@ -128,12 +146,48 @@ def flips_between(old_run: Path, new_run: Path) -> list[Flip]:
     return group(table)
 
 
+def from_merge_base(ev, old: str, new: str, base: str, stage: str | None,
+                    log) -> tuple[str, str, str, str, str]:
+    """OLD's commit is not an ancestor of NEW's: the cell at their merge base says which branch
+    moved it -> (from, to, side, stage, the base's outcome): (base, NEW, "new", ...) where the
+    base has OLD's outcome, (base, OLD, "old", ...) where it has NEW's already. BisectError (one line) where
+    the base cannot be evaluated or has neither end's outcome."""
+    from harness.run import bisect
+
+    chosen, o_end, n_end = bisect.evaluate_ends(ev, old, new, stage, log)
+    at = ev.evaluate(base, chosen)
+    log(f"merge base {base[:12]} [{chosen}]: {at.outcome or 'skip: ' + at.skip_reason} "
+        f"({at.seconds:g} s)")
+    if at.outcome is None:
+        raise bisect.BisectError(f"cannot evaluate the merge base {base[:12]} at the {chosen} "
+                                 f"stage: {at.skip_reason}")
+    if at.outcome == o_end.outcome:
+        return base, new, "new", chosen, at.outcome
+    if at.outcome == n_end.outcome:
+        return base, old, "old", chosen, at.outcome
+    raise bisect.BisectError(f"at the merge base {base[:12]} the cell is {at.outcome}, neither "
+                             f"end's ({o_end.outcome} at the old end, {n_end.outcome} at the new): "
+                             f"both branches moved it")
+
+
+def cell_evaluator(spec, folder: Path, cache: str | None, repo: Repo, origin: dict):
+    """The default evaluator of a flip's cell (``bisect_step.CellEvaluator``)."""
+    from harness.run.bisect_step import CellEvaluator
+
+    ev = CellEvaluator(spec, repo, folder / ".work" / "ends", cache)
+    ev.origin = origin
+    return ev
+
+
 def run(old_run: Path, new_run: Path, source: Path, out: Path, cache: str | None = None,
-        stage: str | None = None, log=print, limit: int | None = None) -> dict:
-    """Bisect every flip between the two runs (see the module doc) -> bisect.json's content."""
+        stage: str | None = None, log=print, limit: int | None = None,
+        evaluator=cell_evaluator) -> dict:
+    """Bisect every flip between the two runs (see the module doc) -> bisect.json's content.
+    ``evaluator(spec, folder, cache, repo, origin)``: what evaluates a flip's cell at a commit
+    (the conv cell; a ``--probe`` in the tests of the range logic)."""
     from harness.results.diff import run_label
     from harness.run import bisect
-    from harness.run.bisect_step import CellEvaluator, CellSpec
+    from harness.run.bisect_step import CellSpec
     from harness.runfolder import RunFolder
 
     t0 = time.perf_counter()
@@ -145,10 +199,14 @@ def run(old_run: Path, new_run: Path, source: Path, out: Path, cache: str | None
         raise FlipError(str(e)) from None
     if good == bad:
         raise FlipError(f"both runs are at {good[:12]}: nothing to bisect")
-    if repo.is_ancestor(bad, good):  # (two release branches are fine: git bisects from
-        # their merge base)
+    if repo.is_ancestor(bad, good):  # (two branches are fine: bisected from their merge base)
         raise FlipError(f"{new_run}'s commit {bad[:12]} is an ancestor of {old_run}'s "
                         f"{good[:12]}: name the older run first")
+    base = ""
+    if not repo.is_ancestor(good, bad):  # two branches (release tags): from their merge base
+        base = repo.git("merge-base", good, bad, check=False).stdout.strip()
+        if not base:
+            raise FlipError(f"{good[:12]} and {bad[:12]} share no history in {source}")
     flips = flips_between(old_run, new_run)
     try:
         cases = {c.case_id: c for c in RunFolder(new_run).cases()}
@@ -157,7 +215,9 @@ def run(old_run: Path, new_run: Path, source: Path, out: Path, cache: str | None
     out.mkdir(parents=True, exist_ok=True)
     n = repo.count(good, bad)
     log(f"bisect --run-diff: {sum(len(f.cells) for f in flips)} flipped cells in {len(flips)} "
-        f"flips, {n} commits in {good[:12]}..{bad[:12]}")
+        f"flips, {n} commits in {good[:12]}..{bad[:12]}" + (
+            f" (the old end is not an ancestor of the new: merge base {base[:12]}, "
+            f"{repo.count(bad, good)} commits on the old end's side)" if base else ""))
     every_step = []
     for k, flip in enumerate(flips[:limit] if limit else flips, 1):
         folder = out / f"flip-{k}"
@@ -170,14 +230,18 @@ def run(old_run: Path, new_run: Path, source: Path, out: Path, cache: str | None
         (folder / "cell.json").write_text(json.dumps([case.to_dict()], indent=1) + "\n")
         spec = CellSpec(str(folder / "cell.json"), case.case_id, flip.backend.split("@")[0],
                         tuple(f for f in flip.fixes.split(",") if f))
-        ev = CellEvaluator(spec, repo, folder / ".work" / "ends", cache)
-        ev.origin = {"run": str(Path(new_run).resolve()), "finding": None,
-                     "case_id": case.case_id}
+        ev = evaluator(spec, folder, cache, repo, {"run": str(Path(new_run).resolve()),
+                                                    "finding": None, "case_id": case.case_id})
         log(f"flip {k}/{len(flips)}: {flip.lane} {flip.old} -> {flip.new}, {len(flip.cells)} "
             f"cell(s), bisecting {case.case_id}")
         t = time.perf_counter()
         try:
-            result = bisect.run(ev, repo, good, bad, folder, stage, log=lambda s: log("  " + s))
+            lo, hi, side, chosen, at_base = good, bad, "new", stage, ""
+            if base:
+                lo, hi, side, chosen, at_base = from_merge_base(ev, good, bad, base, stage,
+                                                                lambda s: log("  " + s))
+            flip.side, flip.base_outcome, flip.bisected = side, at_base, f"{lo[:12]}..{hi[:12]}"
+            result = bisect.run(ev, repo, lo, hi, folder, chosen, log=lambda s: log("  " + s))
         except (bisect.BisectError, GitError) as e:
             flip.error = str(e)
             flip.seconds = round(time.perf_counter() - t, 1)
@@ -199,6 +263,8 @@ def run(old_run: Path, new_run: Path, source: Path, out: Path, cache: str | None
         "new_run": {"dir": str(Path(new_run).resolve()), "label": run_label(new_run),
                     "commit": bad},
         "source": str(source), "commits": n,
+        # OLD not an ancestor of NEW (two branches): where the flips were bisected from
+        "merge_base": base or None, "old_side_commits": repo.count(bad, good) if base else 0,
         "flips": [{**asdict(f), "lane": f.lane, "line": f.line()} for f in flips],
         "cells": sum(len(f.cells) for f in flips),
         "evaluated_steps": sum(f.steps for f in flips),
