@@ -132,13 +132,17 @@ def test_an_old_end_that_is_an_ancestor_is_bisected_as_before(tmp_path, setup):
     old = run_at(tmp_path, repo, "m1", MAIN, 0, cases)
     new = run_at(tmp_path, repo, "m5", MAIN, 4, cases)
     summary = bisect_flips.run(old, new, repo, tmp_path / "b", log=lambda s: None,
-                               evaluator=probe)
+                               evaluator=probe, backend="xnnpack", limit=1)
     assert summary["merge_base"] is None and summary["old_side_commits"] == 0
     flips = {f["cells"][0]: f for f in summary["flips"]}
     assert set(flips) == {cases["a"].case_id, cases["c"].case_id}  # b did not move on main
-    a = flips[cases["a"].case_id]
-    assert (a["side"], a["base_outcome"]) == ("new", "")
-    assert a["first_commit"]["commit"] == _git(repo, "rev-parse", "m4")
-    m1, m5 = _git(repo, "rev-parse", "m1"), _git(repo, "rev-parse", "m5")
-    assert a["bisected"] == f"{m1[:12]}..{m5[:12]}"
-    assert "merge base" not in a["line"]
+    c, a = flips[cases["c"].case_id], flips[cases["a"].case_id]
+    m1, m3, m5 = (_git(repo, "rev-parse", t) for t in ("m1", "m3", "m5"))
+    assert (c["side"], c["base_outcome"], c["bisected"]) == ("new", "", f"{m1[:12]}..{m5[:12]}")
+    assert c["first_commit"]["commit"] == m3 and "merge base" not in c["line"]
+    # --max-flips 1: the other flip says why it has no first commit
+    assert a["first_commit"] is None and a["error"] == "beyond --max-flips 1"
+    # --backend: only that backend's flips
+    other = bisect_flips.run(old, new, repo, tmp_path / "b2", log=lambda s: None,
+                             evaluator=probe, backend="vulkan")
+    assert other["flips"] == [] and other["backend"] == "vulkan"

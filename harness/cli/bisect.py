@@ -19,7 +19,8 @@ def _cell_args(p, step: bool) -> None:
                    "ID one of its cases (name the lane with --backend/--fixes)")
     p.add_argument("--finding", metavar="F-ID", help="with --run: a finding id of its "
                    "findings.json (or a prefix)")
-    p.add_argument("--backend", help="the lane's backend (xnnpack, vulkan)")
+    p.add_argument("--backend", help="the lane's backend (xnnpack, vulkan); with --run-diff: "
+                   "only that backend's flips")
     p.add_argument("--fixes", nargs="+", default=[], metavar="FIX", help="the lane's fix set")
     p.add_argument("--probe", metavar="CMD", help="instead of a cell: a shell command run in the "
                    "commit's tree, its last stdout line the outcome (a failing command: skip)")
@@ -42,7 +43,7 @@ def add_parsers(sub) -> None:
                    "ExecuTorch commits (harness run --executorch), one git bisect run per "
                    "distinct flip; ends with the table cells -> first commit (PR)")
     b.add_argument("--max-flips", type=int, metavar="N", help="with --run-diff: bisect only "
-                   "the N largest flips")
+                   "the N largest flips (with --backend: of that backend's)")
     b.add_argument("--out", required=True, type=Path, metavar="DIR",
                    help="writes DIR/bisect.json, bisect.html, steps/, git-bisect.log")
     b.set_defaults(func=cmd_bisect)
@@ -192,7 +193,7 @@ def _run_diff(args) -> int:
     try:
         summary = bisect_flips.run(*args.run_diff, Path(args.source), args.out, args.cache_dir,
                                    args.stage, log=lambda s: print(s, flush=True),
-                                   limit=args.max_flips)
+                                   limit=args.max_flips, backend=args.backend)
     except bisect_flips.FlipError as e:
         raise UsageError(str(e)) from None
     for line in bisect_flips.table_lines(summary):

@@ -181,10 +181,11 @@ def cell_evaluator(spec, folder: Path, cache: str | None, repo: Repo, origin: di
 
 def run(old_run: Path, new_run: Path, source: Path, out: Path, cache: str | None = None,
         stage: str | None = None, log=print, limit: int | None = None,
-        evaluator=cell_evaluator) -> dict:
+        evaluator=cell_evaluator, backend: str | None = None) -> dict:
     """Bisect every flip between the two runs (see the module doc) -> bisect.json's content.
     ``evaluator(spec, folder, cache, repo, origin)``: what evaluates a flip's cell at a commit
-    (the conv cell; a ``--probe`` in the tests of the range logic)."""
+    (the conv cell; a ``--probe`` in the tests of the range logic). ``backend``: only that
+    backend's flips (``--backend`` with ``--run-diff``); ``limit``: the largest N of them."""
     from harness.results.diff import run_label
     from harness.run import bisect
     from harness.run.bisect_step import CellSpec
@@ -208,6 +209,8 @@ def run(old_run: Path, new_run: Path, source: Path, out: Path, cache: str | None
         if not base:
             raise FlipError(f"{good[:12]} and {bad[:12]} share no history in {source}")
     flips = flips_between(old_run, new_run)
+    if backend:
+        flips = [f for f in flips if f.backend.split("@")[0] == backend]
     try:
         cases = {c.case_id: c for c in RunFolder(new_run).cases()}
     except ValueError as e:
@@ -219,6 +222,8 @@ def run(old_run: Path, new_run: Path, source: Path, out: Path, cache: str | None
             f" (the old end is not an ancestor of the new: merge base {base[:12]}, "
             f"{repo.count(bad, good)} commits on the old end's side)" if base else ""))
     every_step = []
+    for flip in flips[limit:] if limit else []:
+        flip.error = f"beyond --max-flips {limit}"
     for k, flip in enumerate(flips[:limit] if limit else flips, 1):
         folder = out / f"flip-{k}"
         folder.mkdir(parents=True, exist_ok=True)
@@ -264,6 +269,7 @@ def run(old_run: Path, new_run: Path, source: Path, out: Path, cache: str | None
                     "commit": bad},
         "source": str(source), "commits": n,
         # OLD not an ancestor of NEW (two branches): where the flips were bisected from
+        "backend": backend or None,  # only this backend's flips (--backend)
         "merge_base": base or None, "old_side_commits": repo.count(bad, good) if base else 0,
         "flips": [{**asdict(f), "lane": f.lane, "line": f.line()} for f in flips],
         "cells": sum(len(f.cells) for f in flips),
