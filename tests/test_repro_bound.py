@@ -62,3 +62,19 @@ def test_the_verdict_reads_the_bound_and_stays_short():
     assert "bound = step * (1 + 1e-5)" in q and "wide" not in q and repro.code_lines(q) <= 30
     for t in (text, q):
         compile(t, "repro.py", "exec")
+
+
+@pytest.mark.parametrize("name", ["fp16 depthwise", "fp32 pad prologue, weights as inputs"])
+def test_the_full_script_judges_by_the_same_bound(name):
+    """The full repro (harness repro, bug reports' attachment): its lines before the lowering
+    give ErrorBound's reference and bound too, and its verdict reads them."""
+    case = CASES[name]
+    script = repro.script(case, "xnnpack", "", "MISMATCH")
+    assert "LOW_PRECISION" not in script and "x the bound" in script
+    body = script[script.index("module = torch.nn."):]
+    body = body[:body.index("out_scale = None")]
+    space = {"torch": torch, "copy": __import__("copy"), "math": math}
+    exec(compile(body, "repro.py", "exec"), space)  # noqa: S102
+    eb = error_bound(case, build_module(case), make_inputs(case))
+    torch.testing.assert_close(space["exact"], eb.exact, rtol=0, atol=0)
+    torch.testing.assert_close(space["bound"], eb.allowed(), rtol=1e-12, atol=0)
