@@ -28,14 +28,15 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from harness.runtimes import RuntimeBuildError, git_source
+from harness.runtimes import RuntimeBuildError, cache_root, git_source
 from harness.runtimes.git_source import GitError, Repo
 from harness.status import Status
 
@@ -60,6 +61,10 @@ class Step:
     rests_on: dict = field(default_factory=dict)  # what the verdict rests on (Python, native)
     row: dict | None = None      # the cell's row at this commit
     subject: str = ""
+    python_digest: str = ""      # of what a lowering reads (a run at a tree's python_digest)
+    # "served" (lowered earlier at this Python digest: <cache>/trees/lowered/<digest>, by a run at
+    # a tree or an earlier step), "lowered" (here, and kept there), "" (not reached)
+    lowering: str = ""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -158,6 +163,7 @@ class CellEvaluator:
     def __init__(self, spec: CellSpec, repo: Repo, work: Path, cache: str | None = None,
                  timeout: float = 900):
         self.spec, self.repo, self.work, self.cache, self.timeout = spec, repo, work, cache, timeout
+        self.seen: dict[tuple[str, str], Step] = {}  # (commit, stage) -> its step, this process
 
     origin: dict | None = None  # where the cell was named: {run, finding, case_id} (--run)
 
@@ -170,9 +176,16 @@ class CellEvaluator:
         return out
 
     def step_argv(self) -> list[str]:
-        return self.spec.argv()
+        return self.spec.argv() + (["--cache", str(self.cache)] if self.cache else [])
 
     def evaluate(self, commit: str, stage: str) -> Step:
+        """The cell at ``commit`` (each (commit, stage) once per evaluator: the ends, the merge
+        base and a first commit's parent are asked for more than once)."""
+        if (commit, stage) not in self.seen:
+            self.seen[commit, stage] = self._evaluate(commit, stage)
+        return replace(self.seen[commit, stage])
+
+    def _evaluate(self, commit: str, stage: str) -> Step:
         from harness.runtimes import wheel as wheel_mod
 
         t0 = time.perf_counter()
@@ -183,7 +196,8 @@ class CellEvaluator:
                          "torch": _torch_version()}
         try:
             step.subject = self.repo.info(commit).subject
-            ov = git_source.overlay(self.repo, commit, self.work / "overlay", wheel.root)
+            ov, step.python_digest = overlay_and_digest(self.repo, commit, self.work / "overlay",
+                                                        wheel.root, self.cache)
         except GitError as e:
             return _skip(step, f"cannot export the commit's Python side: {e}", t0)
         plugin = None
@@ -218,10 +232,11 @@ class CellEvaluator:
                                            f"to {commit[:12]}'s ({', '.join(paths)})")
         else:
             step.rests_on["native"] = "none (lowering only; nothing executed)"
-        row, why = self._inner(ov, stage, plugin)
+        row, why = self._inner(ov, stage, plugin, lowered_dir(step.python_digest, self.cache))
         if row is None:
             return _skip(step, why, t0)
         step.row = row
+        step.lowering = "served" if row.get("cached") else "lowered"
         step.status = row.get("status")
         step.message = (row.get("message") or "")[:500]
         step.outcome = lowering_outcome(row) if stage == "lowering" else step.status
@@ -244,14 +259,16 @@ class CellEvaluator:
         return (f"kernels of ops outside the delegate differ from the wheel's: {', '.join(differ)}"
                 if differ else "")
 
-    def _inner(self, ov: Path, stage: str, plugin: str | None) -> tuple[dict | None, str]:
+    def _inner(self, ov: Path, stage: str, plugin: str | None,
+               lowered: Path) -> tuple[dict | None, str]:
         out = self.work / "row.json"
         out.unlink(missing_ok=True)
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(
             [str(ov), str(Path(__file__).resolve().parents[2])]))
         env["CONVCONF_CACHE"] = str(self.work / "cache")  # no lowering from another commit
         cmd = [sys.executable, "-m", "harness.run.bisect_step", *self.spec.argv(),
-               "--stage", stage, "--row-out", str(out)] + (["--plugin", plugin] if plugin else [])
+               "--stage", stage, "--row-out", str(out), "--lowered", str(lowered)] + (
+            ["--plugin", plugin] if plugin else [])
         try:
             done = subprocess.run(cmd, env=env, capture_output=True, text=True,
                                   timeout=self.timeout)
@@ -269,6 +286,31 @@ class CellEvaluator:
         if done.returncode or not out.exists():
             return None, f"the step's process failed (exit {done.returncode}): {said}"
         return json.loads(out.read_text()), ""
+
+
+def overlay_and_digest(repo: Repo, commit: str, dest: Path, wheel: Path,
+                       cache: str | None = None) -> tuple[Path, str]:
+    """The commit's Python side over the wheel (``git_source.overlay``) and its Python digest,
+    the one a run at a tree names (``EtTree.python_digest``: the same files, the same hash). A
+    run at a tree's overlay of that digest (``<cache>/trees/overlays/<digest>``) is used as it
+    is. -> (the folder to put first on PYTHONPATH, the digest)."""
+    shutil.rmtree(dest, ignore_errors=True)
+    tmp = dest / ".export"
+    n = git_source.export(repo, commit, [*git_source.OVERLAID, *git_source.PROGRAM_SCHEMAS],
+                          tmp, keep=lambda name: name.endswith(git_source.DATA_SUFFIXES))
+    digest = git_source.files_digest(tmp, git_source.python_files(tmp))[:16]
+    shared = cache_root(cache) / "trees" / "overlays" / digest
+    if (shared / "OVERLAY.json").is_file():
+        shutil.rmtree(dest, ignore_errors=True)
+        return shared, digest
+    return git_source.lay_over(tmp, dest, wheel, {"commit": commit, "files": n},
+                               commit[:12]), digest
+
+
+def lowered_dir(python_digest: str, cache: str | None = None) -> Path:
+    """Where the lowerings of one Python side are kept, for runs at trees (``at_tree.
+    lowering_cache``) and bisect steps alike: a step at a digest lowered before is served."""
+    return cache_root(cache) / "trees" / "lowered" / python_digest
 
 
 def _torch_version() -> str:
@@ -381,6 +423,7 @@ def _inner_main(argv: list[str]) -> int:
     p.add_argument("--stage", choices=STAGES, default="lowering")
     p.add_argument("--row-out", required=True)
     p.add_argument("--plugin")
+    p.add_argument("--lowered", help="lowerings kept per Python digest (served when there)")
     a = p.parse_args(argv)
     from harness.chatter import hide_lowering_chatter
 
@@ -415,11 +458,17 @@ def _inner_main(argv: list[str]) -> int:
         from harness.runtimes import load
 
         load.load(None)  # never the cached plug-in of another source
-    prepared = cell.prepare(case, lane)
+    if a.lowered:
+        from harness.stages.cache import Cache
+
+        prepared, cached = cell.prepared_or_cached(case, lane, Cache(a.lowered))
+    else:
+        prepared, cached = cell.prepare(case, lane), False
     row, final = cell.static_result(case, prepared)
     if a.stage == "execution" and not final:
         row = cell.execute(case, prepared)
     out = row.to_row()
+    out["cached"] = cached  # the lowering was served (lowered earlier at this Python digest)
     out["lowering_status"] = prepared.status  # what lowering alone said (None: delegated)
     out["stage"] = a.stage
     Path(a.row_out).write_text(json.dumps(out, default=str))
