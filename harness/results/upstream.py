@@ -127,6 +127,8 @@ class Draft:
     validation: str = ""
     folder: str = ""
     stock_cells: int = 0  # the finding's cells on the stock lane (its fix lanes' not counted)
+    # patch.diff run at an ExecuTorch tree (``--validate-at``; run/upstream.py), None: not run
+    at_tree: "TreeValidation | None" = None
 
     @property
     def single_fixes(self) -> list:
@@ -213,6 +215,184 @@ def patch_for(effects: list[FixEffect]) -> tuple[str, str]:
                 f"[{clears[0].kind}], is a graph rewrite in convconf (harness/stages/fixes/); "
                 "its upstream form is not written yet (cases/upstream/patches/)\n", "")
     return "# no upstream patch yet: no single fix of this run clears it\n", ""
+
+
+# --- a diff run at an ExecuTorch tree (``harness upstream --validate-at``) ---------------------
+
+# ExecuTorch's own test files beside the code a diff changes: (changed path prefix, test file,
+# pytest -k expression). Run with the patched tree's Python over the wheel (run/upstream.py).
+TESTS_BESIDE = (
+    ("backends/vulkan/", "backends/vulkan/test/test_vulkan_delegate.py", "conv"),
+    ("backends/vulkan/", "backends/vulkan/test/test_vulkan_passes.py", ""),
+    ("backends/vulkan/serialization/", "backends/vulkan/test/test_serialization.py", ""),
+    ("backends/xnnpack/", "backends/xnnpack/test/ops/test_conv1d.py", "conv"),
+    ("backends/xnnpack/", "backends/xnnpack/test/ops/test_conv2d.py", "conv"),
+)
+
+
+def diff_paths(patch: str) -> list[str]:
+    """The files a unified diff changes (its ``+++ b/PATH`` lines), in order."""
+    out = []
+    for line in patch.splitlines():
+        if line.startswith("+++ ") and line[4:].strip() != "/dev/null":
+            path = line[4:].strip()
+            path = path[2:] if path.startswith("b/") else path
+            if path not in out:
+                out.append(path)
+    return out
+
+
+def tests_beside(paths: list[str]) -> list[tuple[str, str]]:
+    """(test file, -k expression) of ExecuTorch's tests beside the changed ``paths``."""
+    out = []
+    for prefix, test, select in TESTS_BESIDE:
+        if any(p.startswith(prefix) for p in paths) and (test, select) not in out:
+            out.append((test, select))
+    return out
+
+
+def fix_cases(fix: str, files=None) -> list[tuple[ConvCase, dict, bool]]:
+    """The corpus entries (``cases/*.json``) whose expectations name ``fix`` alone in a lane
+    (``BACKEND+FIX``): (case, entry, bug) with ``bug`` true where the fix is expected to change
+    the stock status (a cell it fixes), false for a control (expected to stay as it is)."""
+    from harness.spec import load_entries
+
+    root = known_issues.KNOWN_ISSUES_FILE.parents[1]
+    out, seen = [], set()
+    for path in sorted(files if files is not None else root.glob("*.json")):
+        try:
+            entries = load_entries(str(path))
+        except ValueError:
+            continue  # not a case file
+        for case, entry in entries:
+            expect = entry.get("expect") or {}
+            for lane, status in expect.items():
+                stock, _, fixes = lane.partition("+")
+                if fixes != fix or case.case_id in seen or stock not in expect:
+                    continue
+                seen.add(case.case_id)
+                out.append((case, entry, expect[stock] != status))
+    return out
+
+
+def executed(cell: CellResult) -> bool:
+    """Whether a cell's program ran (at a tree a partly delegated or XNNPACK cell may be judged
+    by its lowering alone: NOT_DELEGATED '(not executed: ...)', NO_RUNTIME)."""
+    return cell.status not in (Status.NO_RUNTIME.value,) and "(not executed:" not in cell.message
+
+
+@dataclasses.dataclass(frozen=True)
+class EtTests:
+    """One ExecuTorch test file beside the patched code, run with the tree's Python."""
+    path: str
+    select: str  # the -k expression, "" for the whole file
+    passed: int = 0
+    failed: int = 0
+    skipped: int = 0
+    errors: int = 0
+    why_not: str = ""  # why it did not run ("" when it did)
+    failures: tuple = ()  # the failing test ids (at most a few)
+
+    def line(self) -> str:
+        what = self.path + (f" -k {self.select}" if self.select else "")
+        if self.why_not:
+            return f"{what}: not run ({self.why_not})"
+        return (f"{what}: {self.passed} passed, {self.failed} failed, {self.skipped} skipped"
+                + (f", {self.errors} errors" if self.errors else ""))
+
+
+@dataclasses.dataclass(frozen=True)
+class TreeCell:
+    """One case of a diff's validation: its status at the clean tree and at the patched one."""
+    case_id: str
+    role: str  # "finding" (the draft's own cells), "bug" (a corpus cell the fix fixes), "control"
+    clean: str
+    patched: str
+    executed: bool  # the patched cell's program ran (not only lowered)
+
+    @property
+    def fixed(self) -> bool:
+        return self.clean not in RIGHT and self.patched in RIGHT
+
+    @property
+    def moved(self) -> bool:
+        return self.clean != self.patched
+
+
+@dataclasses.dataclass(frozen=True)
+class TreeValidation:
+    """A draft's patch.diff run at an ExecuTorch tree and at the same tree with the diff applied
+    (``harness run --executorch-tree``): the finding's cells and the fix's corpus cells."""
+    fix: str
+    backend: str
+    clean_at: str  # the clean tree's label ("cff6f4dd32e6")
+    patched_at: str  # the patched tree's ("cff6f4dd32e6 (dirty)")
+    cells: tuple = ()  # (TreeCell, ...)
+    tests: tuple = ()  # (EtTests, ...) at the patched tree
+    base_tests: tuple = ()  # the same files at the clean tree
+    problem: str = ""  # why it could not be validated ("" when it ran)
+    plugin: str = ""  # how the patched tree's Vulkan plug-in came ("kept ..." / "built ...")
+
+    @property
+    def targets(self) -> list:
+        return [c for c in self.cells if c.role != "control"]
+
+    @property
+    def failing(self) -> list:
+        return [c for c in self.targets if c.clean not in RIGHT]
+
+    @property
+    def controls_moved(self) -> list:
+        return [c for c in self.cells if c.role == "control" and c.moved]
+
+    @property
+    def worse(self) -> list:
+        return [c for c in self.cells if c.clean in RIGHT and c.patched not in RIGHT]
+
+    @property
+    def validated(self) -> bool:
+        return (not self.problem and bool(self.failing)
+                and all(c.fixed for c in self.failing) and not self.controls_moved
+                and not self.worse)
+
+    def summary(self) -> str:
+        """The validation.log's verdict line."""
+        if self.problem:
+            return f"not validated at {self.clean_at} (patched): {self.problem}"
+        fixed = [c for c in self.failing if c.fixed]
+        after: dict[str, int] = {}
+        for c in fixed:
+            after[c.patched] = after.get(c.patched, 0) + 1
+        to = "/".join(f"{s} {n}" for s, n in sorted(after.items())) or "-"
+        controls = [c for c in self.cells if c.role == "control"]
+        return (f"{'validated' if self.validated else 'NOT validated'} at {self.patched_at}: "
+                f"{len(fixed)}/{len(self.failing)} cells failing -> PASS/NOT_DELEGATED ({to}), "
+                + (f"{len(self.controls_moved)}/{len(controls)} controls moved"
+                   if self.controls_moved else f"{len(controls)} controls unchanged")
+                + (f", {len(self.worse)} cells worse" if self.worse else ""))
+
+    def lines(self) -> list[str]:
+        out = [self.summary()]
+        if self.problem:
+            return out
+        if self.plugin:
+            out.append(f"  Vulkan plug-in of the patched tree: {self.plugin}")
+        for c in self.cells:
+            note = "" if c.executed or c.patched not in RIGHT else (
+                " (lowered only: not executed at the tree, see the fix lane for values)")
+            mark = ("MOVED " if c.role == "control" and c.moved else
+                    "WORSE " if c in self.worse else "")
+            out.append(f"  {mark}{c.role} {c.case_id}: {c.clean} -> {c.patched}{note}")
+        if self.tests or self.base_tests:
+            out += ["", "ExecuTorch's own tests beside the patched code (the tree's Python over "
+                        "the wheel):"]
+            base = {(t.path, t.select): t for t in self.base_tests}
+            for t in self.tests:
+                b = base.get((t.path, t.select))
+                out.append(f"  patched: {t.line()}" + (f"; clean: {b.line().split(': ', 1)[1]}"
+                                                       if b else ""))
+                out += [f"    failed: {f}" for f in t.failures]
+        return out
 
 
 def _known_issues(f: findings_mod.Finding) -> list:
@@ -365,12 +545,21 @@ def validation_log(d: Draft, header: RunHeader) -> str:
         lines += ["", f"repro.py run alone: STATUS: {d.repro_status} (stated: {d.stated}): "
                       + ("as stated" if d.repro_status == d.stated else "NOT as stated")]
     graph = [e for e in d.effects if e.fix == d.patch_from and e.kind == "graph"]
+    if d.at_tree is not None:
+        lines += ["", f"patch.diff (the upstream form of {d.patch_from}) at an ExecuTorch tree, "
+                      "the finding's cells and the fix's corpus cells (cases/*.json naming it):"]
+        lines += d.at_tree.lines()
+        if not (d.at_tree.tests or d.at_tree.base_tests):
+            lines += ["", "ExecuTorch's own tests beside the patched code: none mapped to "
+                          f"{', '.join(diff_paths(d.patch)) or 'the diff'}"]
+        return "\n".join(lines + [""])
     if graph:
         lines += ["", f"patch.diff is the upstream form of the graph fix {d.patch_from} (against "
                       "ExecuTorch main); the cells above ran with the fix lane, the same rule "
-                      "applied while lowering: the diff itself has not been run at a tree"]
-    lines += ["", "ExecuTorch's own tests beside the patched code: not run (the wheel ships no "
-              "Vulkan runtime tests; the plug-in build compiles the patched sources)", ""]
+                      "applied while lowering: the diff itself has not been run at a tree "
+                      "(harness upstream --validate-at REF --source GITDIR runs it)"]
+    lines += ["", "ExecuTorch's own tests beside the patched code: not run (--validate-at runs "
+              "them)", ""]
     return "\n".join(lines)
 
 
@@ -383,6 +572,8 @@ def index_markdown(drafts: list[Draft], run: str) -> str:
     for d in drafts:
         one = ", ".join(e.fix for e in d.single_fixes) or "-"
         patch = ("validated" if d.validated else "yes") if d.patch_from else "-"
+        if d.at_tree is not None and d.patch_from:
+            patch += (" (at tree)" if d.at_tree.validated else " (not at tree)")
         lines.append(f"| [{d.folder}]({d.folder}/issue.md) | {d.finding.id} | {d.finding.status} "
                      f"| {d.stock_cells} | {d.title.replace('|', '/')[:140]} | {one} | {patch} "
                      f"| {d.repro_lines} | {d.repro_status or '-'} |")
