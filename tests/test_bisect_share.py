@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from harness.run import at_tree
-from harness.run.bisect_step import CellEvaluator, CellSpec, lowered_dir, overlay_and_digest
+from harness.run.bisect_step import (CellEvaluator, CellSpec, lowered_dir, overlay_and_digest,
+                                     vulkan_source)
 from harness.runtimes import git_source
 from harness.runtimes.git_source import Repo
 
@@ -49,6 +50,17 @@ def test_a_steps_python_digest_is_the_run_at_a_trees_and_so_is_its_lowering_fold
     (t / "exir" / "passes.py").write_text("P = 2\n")
     _git(t, "commit", "-q", "-am", "pass (#10)")
     assert overlay_and_digest(repo, repo.rev("HEAD"), tmp_path / "ov4", None, cache)[1] != digest
+
+
+def test_a_steps_vulkan_source_digest_is_the_run_at_a_trees(tmp_path):
+    """A step's plug-in is kept per digest of what the build compiles, the key a run at a tree
+    builds it under (plugins/src-<vulkan digest>.so): each serves the other."""
+    t = fake_tree(tmp_path)
+    repo, cache = Repo(t), str(tmp_path / "cache")
+    tree = at_tree.read_tree("HEAD", str(t), None, cache)
+    src = vulkan_source(repo, repo.rev("HEAD"), tmp_path / "vk")
+    assert git_source.files_digest(src, git_source.vulkan_files(src))[:16] == tree.vulkan_digest
+    assert not (src / "exir").exists()  # only what the build compiles
 
 
 def test_the_step_command_carries_the_cache(tmp_path):

@@ -199,8 +199,9 @@ def _run_diff(args) -> int:
     for line in bisect_flips.table_lines(summary):
         print(line)
     print(f"{summary['evaluated_steps']} evaluated steps over "
-          f"{summary['distinct_commits_evaluated']} distinct commits, {summary['seconds']} s -> "
-          f"{args.out / 'bisect.json'}")
+          f"{summary['distinct_commits_evaluated']} distinct commits (lowerings: "
+          f"{summary['lowerings']['served']} served, {summary['lowerings']['lowered']} lowered), "
+          f"{summary['seconds']} s -> {args.out / 'bisect.json'}")
     return EXIT_OK
 
 

@@ -15,8 +15,12 @@ runs at ExecuTorch commits (``harness run --executorch``), bisected to its first
    ``git bisect run`` on its first cell (``bisect.run``, each step ``bisect_step``), the others
    named beside it. A flip whose ends do not reproduce (an outcome the step reads differently,
    an end that cannot be evaluated faithfully) says so and is not guessed.
-3. What the bisects share: each commit's Vulkan plug-in is built once (``git_source.build_vulkan``
-   keeps it per commit) and every step of every flip is in ``DIR/steps-all.json``.
+3. What the bisects share: a Vulkan plug-in is built once per digest of the source it compiles
+   and a cell lowered once per Python digest (``bisect_step.vulkan_plugin``, ``lowered_dir``:
+   the keys a run at a tree uses, so the two runs' own builds and lowerings serve the ends, and
+   a commit that changed neither is served), each (commit, stage) of a cell is evaluated once
+   (the ends, the merge base, the parent), and every step of every flip is in
+   ``DIR/steps-all.json``.
 4. ``DIR/bisect.json``: the runs, the range, every flip (cells, lane, old -> new, direction,
    first commit with PR, steps, seconds, its own folder ``flip-K/``); ``NEW_RUN/flips.json``
    holds the same table for the new run's report; the console ends with the table
@@ -275,6 +279,10 @@ def run(old_run: Path, new_run: Path, source: Path, out: Path, cache: str | None
         "cells": sum(len(f.cells) for f in flips),
         "evaluated_steps": sum(f.steps for f in flips),
         "distinct_commits_evaluated": len(evaluated),
+        # the steps' lowerings (git bisect run's steps, not the ends): served at a Python digest
+        # lowered before (a run at a tree, an earlier step) or lowered here
+        "lowerings": {k: sum(s.get("lowering") == k for s in every_step)
+                      for k in ("served", "lowered")},
         "seconds": round(time.perf_counter() - t0, 1),
     }
     (out / "steps-all.json").write_text(json.dumps(every_step, indent=1, default=str) + "\n")

@@ -204,8 +204,8 @@ class CellEvaluator:
         if stage == "execution":
             if self.spec.backend == "vulkan":
                 try:
-                    built = git_source.build_vulkan(self.repo, commit, self.cache,
-                                                    log=lambda s: print(s, file=sys.stderr))
+                    built = vulkan_plugin(self.repo, commit, self.work / "vulkan-src",
+                                          self.cache, log=lambda s: print(s, file=sys.stderr))
                 except (RuntimeBuildError, GitError) as e:
                     return _skip(step, f"the Vulkan plug-in does not build at this commit: {e}", t0)
                 plugin = built.library
@@ -305,6 +305,22 @@ def overlay_and_digest(repo: Repo, commit: str, dest: Path, wheel: Path,
         return shared, digest
     return git_source.lay_over(tmp, dest, wheel, {"commit": commit, "files": n},
                                commit[:12]), digest
+
+
+def vulkan_source(repo: Repo, commit: str, dest: Path) -> Path:
+    """The commit's files the Vulkan plug-in build compiles (``git_source.vulkan_files``: the
+    runtime, its schema, version.txt; LICENSE) exported into ``dest``."""
+    git_source.export(repo, commit, [*git_source.VULKAN_PATHS, "version.txt", "LICENSE"], dest)
+    return dest
+
+
+def vulkan_plugin(repo: Repo, commit: str, dest: Path, cache: str | None = None, log=print):
+    """The Vulkan plug-in from the commit's source, kept per digest of what the build compiles
+    (``plugins/src-<digest>.so``, as a run at a tree keeps it): a commit whose Vulkan runtime
+    equals one built before, by a step or by a run at a tree, builds nothing (most commits of a
+    range change no Vulkan source). -> ``git_source.PluginBuild``."""
+    return git_source.build_vulkan_from_dir(vulkan_source(repo, commit, dest), commit, cache,
+                                            log=log, date=repo.info(commit).date)
 
 
 def lowered_dir(python_digest: str, cache: str | None = None) -> Path:
