@@ -8,7 +8,9 @@ A plain script: it reads only the JSON file (no harness import), and is tolerant
 does not know and of optional ones that are missing, so an entry may grow fields before this
 script shows them. Optional fields it shows when present: ``fixes`` (names of convconf fixes,
 ``python -m harness fixes``), ``releases`` (the releases affected, a list or a line),
-``error_pattern``. tests/test_docs.py regenerates the page and compares it with the committed one.
+``error_pattern``, ``source`` (the root cause: file and line at the runtime commit, linked, and
+why) and ``searched`` (the tracker searches behind "not reported upstream": date, query,
+result). tests/test_docs.py regenerates the page and compares it with the committed one.
 """
 
 from __future__ import annotations
@@ -89,6 +91,44 @@ def fix(entry: dict) -> str:
     return "; ".join(parts)
 
 
+REPO_URL = "https://github.com/pytorch/executorch"
+
+
+def source(entry: dict) -> str:
+    """The root cause, one line: the file and line linked at its commit, and why."""
+    src = entry.get("source")
+    if not isinstance(src, dict) or not src.get("path"):
+        return ""
+    path, line, commit = src["path"], src.get("line"), str(src.get("commit") or "")
+    where = f"{path}:{line}" if line is not None else path
+    if commit:
+        where = f"[`{where}`]({REPO_URL}/blob/{commit}/{path}" + (f"#L{line}" if line else "") \
+                + f") at {commit[:10]}"
+    else:
+        where = f"`{where}`"
+    why = " ".join(str(src.get("why") or "").split())
+    return where + (f": {why}" if why else "")
+
+
+def _found(result: str) -> str:
+    result = str(result)
+    for kind in ("issues", "pull"):
+        head = f"https://github.com/pytorch/executorch/{kind}/"
+        if result.startswith(head) and result[len(head):].isdigit():
+            return f"[#{result[len(head):]}]({result})"
+    return f"<{result}>" if result.startswith("http") else result
+
+
+def searched(entry: dict) -> str:
+    """The tracker searches, compactly: by date, each query and what it found."""
+    found = [s for s in _list(entry.get("searched")) if isinstance(s, dict) and s.get("query")]
+    by_date: dict = {}
+    for s in found:
+        by_date.setdefault(str(s.get("date") or "?"), []).append(
+            f"{_code(s['query'])} -> {_found(s.get('result') or 'none')}")
+    return "; ".join(f"{d}: " + "; ".join(qs) for d, qs in by_date.items())
+
+
 def _when(value) -> str:
     if isinstance(value, dict):
         return "; ".join(f"{k} {_cond(v)}" for k, v in value.items())
@@ -120,7 +160,9 @@ def render(entries: list) -> str:
         "the releases each bug lives in come from the release sweep",
         "([releases-and-bisection.md](releases-and-bisection.md)).",
         "",
-        f"{len(entries)} entries; {sum(1 for e in entries if not _upstream(e))} not reported upstream.",
+        f"{len(entries)} entries; {sum(1 for e in entries if not _upstream(e))} not reported upstream; "
+        f"{sum(1 for e in entries if searched(e))} with the tracker searches behind that recorded; "
+        f"{sum(1 for e in entries if source(e))} with the root cause's source line.",
         "",
         "| bug | lanes | releases affected | upstream | fix (convconf; upstream) |",
         "|---|---|---|---|---|",
@@ -144,6 +186,10 @@ def render(entries: list) -> str:
             if u.get("title"):
                 out.append(f"  - #{u.get('number')}: {' '.join(str(u['title']).split())}")
         out.append(f"- fix: {fix(e)}")
+        if source(e):
+            out.append(f"- root cause: {source(e)}")
+        if searched(e):
+            out.append(f"- tracker searched: {searched(e)}")
         evidence = [str(x) for x in _list(e.get("evidence"))
                     if not any(x == u.get("url") for u in _upstream(e))]
         if evidence:
