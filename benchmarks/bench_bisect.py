@@ -15,6 +15,12 @@
   tree     a run at a commit (harness run --executorch --commit --source) vs the same run on the
            wheel, each cold (a fresh lowering cache) and warm (again, same cache), in one
            process tree so the ratios share the machine's load (--cases FILE, --backends)
+  multi    one multi-cell bisect (bisect --run-diff: the cells that flip together are one
+           git bisect run) vs one bisect per flipped cell (bisect --run NEW --case ID), on runs
+           at --from and --to (made here, or --runs OLD NEW); each side gets its own copy of
+           the runs' cache (lowerings of the ends, overlays): evaluated commits (steps + ends +
+           parents checked) and wall seconds, and their ratios, in one run. Default range: the
+           XNNPACK even-kernel fix #20734 (10d3009521) with 8 first-parent commits each side
 
 Measured 2026-12-06 (2 cores shared, load 2-8; executorch 1.5.1 wheel, stock plug-in from main
 cff6f4dd32; `plugin --from cff6f4dd32 --to 02b38d68f0 --fresh`): seeding the bisect tree from
@@ -30,6 +36,7 @@ Usage:
   python benchmarks/bench_bisect.py plugin --source ET_GIT --from A --to B [--fresh]
   python benchmarks/bench_bisect.py folder --folder runs/bisect-seed
   python benchmarks/bench_bisect.py tree --source ET_GIT --commit v1.4.1 [--cases F --backends B]
+  python benchmarks/bench_bisect.py multi --source ET_GIT [--from A --to B] [--runs OLD NEW]
 """
 
 from __future__ import annotations
@@ -168,6 +175,92 @@ def bench_tree(source: str, commit: str, cases: str, backends: str) -> list[dict
     return rows
 
 
+FIX = "10d3009521b0610ba9ce1bdb55ea662146129a97"  # #20734, the even-kernel Conv1d "same" fix
+
+
+def _timed(cmd: list[str], log: Path) -> tuple[int, float]:
+    t = time.perf_counter()
+    with open(log, "w") as f:
+        done = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT)
+    return done.returncode, round(time.perf_counter() - t, 1)
+
+
+def _evaluated(bisect_json: dict) -> int:
+    """Commits one bisect evaluated: its steps and its two ends (--run-diff's check of a first
+    commit's parent, where it was not a step, is left out: the per-cell bisect has none)."""
+    return bisect_json.get("evaluated_steps", 0) + 2
+
+
+def bench_multi(source: str, a: str | None, b: str | None, cases: str, backends: str,
+                runs: list[Path] | None, work: Path) -> dict:
+    """One --run-diff bisect vs one bisect per flipped cell (see the module doc)."""
+    import shutil
+
+    from harness.runtimes.git_source import Repo
+
+    repo = Repo(source)
+    a = repo.rev(a or f"{FIX}~8")  # 8 first-parent commits before the fix, 8 after it
+    b = repo.rev(b or repo.git("rev-list", "--reverse", "--first-parent", "--ancestry-path",
+                               f"{FIX}..v1.4.1").stdout.split()[7])
+    work.mkdir(parents=True, exist_ok=True)
+    cache = work / "cache-runs"
+    if runs:
+        old, new = runs
+    else:
+        old, new = work / "run-old", work / "run-new"
+        for commit, out in ((a, old), (b, new)):
+            rc, secs = _timed([sys.executable, "-m", "harness", "run", "--executorch", commit,
+                               "--source", source, "--cases", cases, "--backends", backends,
+                               "--max-examples", "0", "-j", "1", "--no-progress", "--no-report",
+                               "--overwrite", "--out", str(out), "--cache", str(cache)],
+                              work / f"{out.name}.log")
+            print(json.dumps({"run": commit[:12], "exit": rc, "seconds": secs}), flush=True)
+            if rc:
+                raise SystemExit(f"the run at {commit[:12]} failed: {work / (out.name + '.log')}")
+    for side in ("multi", "per-cell"):  # each starts from the runs' cache, not from the other's
+        shutil.rmtree(work / f"cache-{side}", ignore_errors=True)
+        if cache.is_dir():
+            shutil.copytree(cache, work / f"cache-{side}", symlinks=True)
+    rc, multi_s = _timed([sys.executable, "-m", "harness", "bisect", "--run-diff", str(old),
+                          str(new), "--source", source, "--out", str(work / "multi"), "--cache",
+                          str(work / "cache-multi")], work / "multi.log")
+    if rc:
+        raise SystemExit(f"bisect --run-diff failed: {work / 'multi.log'}")
+    summary = json.loads((work / "multi" / "bisect.json").read_text())
+    multi_evals = sum(_evaluated(json.loads((work / "multi" / f["folder"] / "bisect.json")
+                                            .read_text())) for f in summary["flips"]
+                      if f.get("folder") and (work / "multi" / f["folder"] / "bisect.json")
+                      .is_file())
+    cells = [(c, f["backend"]) for f in summary["flips"] for c in f["cells"]]
+    print(json.dumps({"multi": {"flips": len(summary["flips"]), "cells": len(cells),
+                                "evaluated": multi_evals, "seconds": multi_s,
+                                "lowerings": summary.get("lowerings")}}), flush=True)
+    per_evals, per_s, right = 0, 0.0, 0
+    firsts = {c: (f.get("first_commit") or {}).get("commit") for f in summary["flips"]
+              for c in f["cells"]}
+    for k, (case, backend) in enumerate(cells):
+        out = work / f"cell-{k}"
+        rc, secs = _timed([sys.executable, "-m", "harness", "bisect", "--run", str(new), "--case",
+                           case, "--backend", backend.split("@")[0], "--good", a, "--bad", b,
+                           "--source", source, "--out", str(out), "--cache",
+                           str(work / "cache-per-cell")], work / f"cell-{k}.log")
+        r = json.loads((out / "bisect.json").read_text()) if rc == 0 else {}
+        per_evals += _evaluated(r) if r else 0
+        per_s += secs
+        right += (r.get("first_commit") or {}).get("commit") == firsts[case]
+        print(json.dumps({"cell": case, "exit": rc, "evaluated": _evaluated(r) if r else None,
+                          "seconds": secs}), flush=True)
+    row = {"range": f"{a[:12]}..{b[:12]}", "commits": repo.count(a, b), "cells": len(cells),
+           "multi": {"evaluated": multi_evals, "seconds": multi_s},
+           "per_cell": {"evaluated": per_evals, "seconds": round(per_s, 1),
+                        "same_first_commit": right},
+           "ratio_evaluated": round(per_evals / max(multi_evals, 1), 2),
+           "ratio_seconds": round(per_s / max(multi_s, 0.1), 2),
+           "load": round(os.getloadavg()[0], 1)}
+    print(json.dumps(row), flush=True)
+    return row
+
+
 def bench_folder(folder: Path) -> dict:
     r = json.loads((folder / "bisect.json").read_text())
     secs = [s["seconds"] for s in r["steps"] if s["outcome"] is not None]
@@ -183,7 +276,7 @@ def bench_folder(folder: Path) -> dict:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("what", choices=["steps", "python", "plugin", "folder", "tree"])
+    p.add_argument("what", choices=["steps", "python", "plugin", "folder", "tree", "multi"])
     p.add_argument("--cases", default="cases/xnnpack_conv1d_same_even.json")
     p.add_argument("--backends", default="xnnpack")
     p.add_argument("--sizes", type=int, nargs="+", default=[16, 100, 758])
@@ -193,6 +286,9 @@ def main() -> int:
     p.add_argument("--to", dest="b")
     p.add_argument("--folder", type=Path)
     p.add_argument("--fresh", action="store_true", help="plugin: drop the bisect tree first")
+    p.add_argument("--runs", type=Path, nargs=2, metavar=("OLD", "NEW"),
+                   help="multi: runs at two commits to take the flips from (else made here)")
+    p.add_argument("--work", type=Path, help="multi: where the runs and bisects go (kept)")
     a = p.parse_args()
     print(f"# bench_bisect {a.what} on {os.cpu_count()} cores "
           f"(affinity {len(os.sched_getaffinity(0))}), load {os.getloadavg()[0]:.1f}")
@@ -206,6 +302,10 @@ def main() -> int:
         p.error("--source (or $CONVCONF_ET_GIT): an ExecuTorch git repository")
     if a.what == "python":
         return 0 if bench_python(a.source, a.commit)[-1] <= 60 else 1
+    if a.what == "multi":
+        work = a.work or Path(tempfile.mkdtemp(prefix="bench-multi-"))
+        row = bench_multi(a.source, a.a, a.b, a.cases, a.backends, a.runs, work)
+        return 0 if row["per_cell"]["same_first_commit"] == row["cells"] else 1
     if a.what == "tree":
         return 0 if all(r["exit"] == 0 for r in bench_tree(a.source, a.commit, a.cases,
                                                              a.backends)) else 1

@@ -154,8 +154,8 @@ def from_merge_base(ev, old: str, new: str, base: str, stage: str | None,
                     log) -> tuple[str, str, str, str, str]:
     """OLD's commit is not an ancestor of NEW's: the cell at their merge base says which branch
     moved it -> (from, to, side, stage, the base's outcome): (base, NEW, "new", ...) where the
-    base has OLD's outcome, (base, OLD, "old", ...) where it has NEW's already. BisectError (one line) where
-    the base cannot be evaluated or has neither end's outcome."""
+    base has OLD's outcome, (base, OLD, "old", ...) where it has NEW's already. BisectError
+    (one line) where the base cannot be evaluated or has neither end's outcome."""
     from harness.run import bisect
 
     chosen, o_end, n_end = bisect.evaluate_ends(ev, old, new, stage, log)
