@@ -78,3 +78,26 @@ def test_the_full_script_judges_by_the_same_bound(name):
     eb = error_bound(case, build_module(case), make_inputs(case))
     torch.testing.assert_close(space["exact"], eb.exact, rtol=0, atol=0)
     torch.testing.assert_close(space["bound"], eb.allowed(), rtol=1e-12, atol=0)
+
+
+def test_a_dynamic_scripts_every_size_is_judged_by_that_sizes_bound():
+    """The full script's every-size loop computes each size's bound at that size's inputs
+    (stages/sizes.py judges each size by error_bound of its own inputs)."""
+    from harness.stages.build import size_inputs
+
+    case = ConvCase(dim=2, in_channels=3, out_channels=4, kernel_size=3, padding=1,
+                    input_shape=(1, 3, 8, 8), dtype="float16", dynamic="spatial",
+                    dynamic_sizes=[(1, 3, 8, 8), (1, 3, 11, 9)])
+    script = repro.script(case, "xnnpack", "", "PASS")
+    assert "1e-4" not in script.split("for shape in")[1].split("status(*(worst")[0]
+    lines = repro.bound_lines(case, model="module", inputs="xs", exact="ref")
+    assert "    " + "\n    ".join(lines) in script  # the loop's own lines
+    module = build_module(case)
+    for shape in case.dynamic_sizes:
+        xs = size_inputs(case, shape)
+        space = {"torch": torch, "copy": __import__("copy"), "math": math, "module": module,
+                 "xs": xs}
+        exec(compile("\n".join(lines), "repro.py", "exec"), space)  # noqa: S102
+        eb = error_bound(case, module, xs)
+        torch.testing.assert_close(space["ref"], eb.exact, rtol=0, atol=0)
+        torch.testing.assert_close(space["bound"], eb.allowed(), rtol=1e-12, atol=0)

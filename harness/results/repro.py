@@ -39,10 +39,12 @@ def script(case: ConvCase, backend: str, fixes: str, status: str = "?", message:
         # build.calibration_inputs' salts: the test input, then calib0..2
         calib_exprs=[inputs_expr(case, s) for s in ("inputs", "calib0", "calib1", "calib2")],
         runtime_name=backends.get(backend).runtime_name, runtime_library=runtime_library,
-        # a static float case is judged by its error bound (a dynamic one, size by size, by
-        # the constant rules still)
+        # a float case is judged by its error bound (a dynamic one size by size: its loop
+        # computes each size's)
         bound_lines=None if case.quant or case.dynamic != "none" else bound_lines(
-            case, model="module", exact="exact"))
+            case, model="module", exact="exact"),
+        size_bound_lines=bound_lines(case, model="module", inputs="xs", exact="ref")
+        if case.dynamic != "none" and not case.quant else None)
 
 
 def inputs_expr(case: ConvCase, salt: str) -> str:
