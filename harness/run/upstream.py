@@ -5,6 +5,7 @@ its STATUS go into the draft (issue.md, repro.log, validation.log)."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -131,11 +132,13 @@ def run_at(tree_args: list[str], cases: Path, backend: str, out: Path, jobs: int
         return subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT).returncode
 
 
-def run_et_tests(record: Path, tests: list[tuple[str, str]],
-                 timeout: float = TIMEOUT_S) -> list:
+def run_et_tests(record: Path, tests: list[tuple[str, str]], timeout: float = TIMEOUT_S,
+                 memo: Path | None = None) -> list:
     """ExecuTorch's test files beside the patched code, from the tree's overlay (its Python over
     the wheel, as a run at the tree imports it; the Vulkan plug-in of the run loaded by the
-    etsuite pytest plug-in) -> [EtTests]. A file that cannot run says why."""
+    etsuite pytest plug-in) -> [EtTests]. A file that cannot run says why. ``memo``: a folder
+    keeping each result per (Python digest, plug-in, file, -k), so the clean tree's tests run
+    once for every diff validated against it."""
     import json
     import re
 
@@ -147,6 +150,17 @@ def run_et_tests(record: Path, tests: list[tuple[str, str]],
     overlay = cache_root(None) / "trees" / "overlays" / tree.python_digest
     out = []
     for path, select in tests:
+        key = None
+        if memo is not None:
+            import hashlib
+
+            key = memo / ("ettests-" + hashlib.sha1(json.dumps(
+                [tree.python_digest, tree.vulkan_plugin, path, select]).encode()).hexdigest()[:16]
+                + ".json")
+            if key.is_file():
+                out.append(upstream.EtTests(**{**json.loads(key.read_text()), "failures": tuple(
+                    json.loads(key.read_text())["failures"])}))
+                continue
         test = overlay / "executorch" / path
         if not test.is_file():
             out.append(upstream.EtTests(path, select, why_not=f"not in {tree.label}'s Python side"))
@@ -178,6 +192,9 @@ def run_et_tests(record: Path, tests: list[tuple[str, str]],
                                     counts.get("skipped", 0),
                                     counts.get("errors", 0) + counts.get("error", 0),
                                     failures=failures))
+        if key is not None:
+            key.parent.mkdir(parents=True, exist_ok=True)
+            key.write_text(json.dumps(dataclasses.asdict(out[-1])))
     return out
 
 
@@ -245,8 +262,10 @@ def validate_fix(fix: str, backend: str, ref: str, source: Path | None, work: Pa
     if et_tests and beside:
         log(f"  ExecuTorch's tests beside {', '.join(upstream.diff_paths(patch))}: "
             f"{len(beside)} file(s), at the patched and the clean tree")
-        tests = tuple(run_et_tests(work / "patched" / "executorch-tree.json", beside))
-        base = tuple(run_et_tests(work / "clean" / "executorch-tree.json", beside))
+        tests = tuple(run_et_tests(work / "patched" / "executorch-tree.json", beside,
+                                   memo=work.parent))
+        base = tuple(run_et_tests(work / "clean" / "executorch-tree.json", beside,
+                                  memo=work.parent))
     return upstream.TreeValidation(fix, backend, labels["clean"], labels["patched"], cells,
                                    tests, base, plugin=plugin)
 
