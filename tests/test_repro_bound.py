@@ -101,3 +101,13 @@ def test_a_dynamic_scripts_every_size_is_judged_by_that_sizes_bound():
         eb = error_bound(case, module, xs)
         torch.testing.assert_close(space["ref"], eb.exact, rtol=0, atol=0)
         torch.testing.assert_close(space["bound"], eb.allowed(), rtol=1e-12, atol=0)
+
+
+def test_a_case_eager_cannot_build_still_gets_a_script():
+    """An INVALID cell's case (eager refuses it) has no bound to compute: its scripts render
+    and compile, the full one stating the eager error when it runs."""
+    case = ConvCase(dim=2, in_channels=2, out_channels=2, kernel_size=5, input_shape=(1, 2, 3, 3))
+    assert repro.bound_lines(case) is None
+    for text in (repro.script(case, "xnnpack", "", "INVALID"),
+                 repro.minimal_script(case, "xnnpack", "MISMATCH", "max|d|=1")):
+        compile(text, "repro.py", "exec")

@@ -150,7 +150,7 @@ def minimal_script(case: ConvCase, backend: str, status: str, detail: str = "",
 
 
 def bound_lines(case: ConvCase, model: str = "model", inputs: str = "x",
-                conv: str = "conv", exact: str = "expected") -> list[str]:
+                conv: str = "conv", exact: str = "expected") -> list[str] | None:
     """The float script's error bound, as the harness judges a float cell (stages/compare.py
     ErrorBound, build.error_bound; docs/concepts.md "Tolerance policy"), in a few lines of
     torch: ``exact`` = the float64 reference of the same (rounded) weights and inputs, ``M`` =
@@ -158,9 +158,12 @@ def bound_lines(case: ConvCase, model: str = "model", inputs: str = "x",
     u |exact|) per element, floored at (K + 1) tiny. K and r come from build.error_bound itself
     (the case's own module and inputs), so the script's numbers are the harness's. The lines
     run after ``model`` and ``inputs`` are in the case's dtype; ``conv`` is the nn.Conv* a
-    context Model was built from."""
-    given = build_module(case), make_inputs(case)
-    eb = error_bound(case, *given)
+    context Model was built from. None for a case eager PyTorch cannot build (an INVALID
+    cell's: its script states the eager error, no bound)."""
+    try:
+        eb = error_bound(case, build_module(case), make_inputs(case))
+    except Exception:  # noqa: BLE001 - eager's own error; the script shows it when it runs
+        return None
     names = input_names(case)
     lines = [f"wide = copy.deepcopy({model}).double()  # the same (rounded) weights and inputs "
              "in float64",
