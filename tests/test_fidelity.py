@@ -66,9 +66,17 @@ CLASSES = {
     "program unknown on one side: not compared": (cell(), cell(), ("a" * 64, ""), []),
     "by design": (cell("xnnpack"), cell("xnnpack", "NO_RUNTIME", message=XNN_DESIGN), SAME,
                   ["unexecuted-at-tree"]),
+    # at a tree, a NOT_DELEGATED program nothing can faithfully run keeps its status, not executed
     "not delegated, by design": (cell("xnnpack", "NOT_DELEGATED", delegated={}, outside=CONV),
-                                 cell("xnnpack", "NO_RUNTIME", delegated={}, outside=CONV,
-                                      message=XNN_DESIGN), SAME, ["unexecuted-at-tree"]),
+                                 cell("xnnpack", "NOT_DELEGATED", delegated={}, outside=CONV,
+                                      message=f"outside (not executed: {XNN_DESIGN})"), SAME,
+                                 ["unexecuted-at-tree"]),
+    "not delegated, failed on the wheel, not run at the tree": (
+        cell("xnnpack", "MISMATCH", delegated={}, outside=CONV),
+        cell("xnnpack", "NOT_DELEGATED", delegated={}, outside=CONV,
+             message=f"outside (not executed: {XNN_DESIGN})"), SAME, ["unexecuted-at-tree"]),
+    "neither ran, the contract's prediction moved": (
+        cell(status="CONTRACT_VIOLATION"), cell(status="NO_RUNTIME"), SAME, ["lowering-outcome"]),
     "same program, other verdict": (cell(), cell(status="MISMATCH", max_abs=3.0), SAME,
                                     ["verdict-same-program"]),
     "other program, other verdict": (cell(), cell(status="MISMATCH"), OTHER,

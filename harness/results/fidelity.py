@@ -55,9 +55,9 @@ REASONS = {
     "numbers": "same executed verdict, different max|d|",
 }
 EXPECTED = frozenset({"unexecuted-at-tree"})
-# statuses that say nothing executed (CONTRACT_VIOLATION is final only without a runtime)
-UNEXECUTED = frozenset({Status.NO_RUNTIME.value, Status.CONTRACT_VIOLATION.value})
 STATIC = frozenset({Status.INVALID.value, Status.LOWER_ERROR.value})
+# what a NOT_DELEGATED cell that nothing executed says (stages/cell.static_result)
+NOT_EXECUTED = "(not executed: "
 CSV_COLUMNS = ("case_id", "backend", "fixes", "reason", "expected", "aspects", "wheel_status",
                "tree_status", "wheel_delegation", "tree_delegation", "wheel_ops", "tree_ops",
                "wheel_program", "tree_program", "wheel_max_abs", "tree_max_abs",
@@ -200,8 +200,11 @@ def lowering_outcome(cell: CellResult) -> str:
 
 
 def executed(cell: CellResult) -> bool:
-    """The cell's program ran (NOT_DELEGATED: it ran within tolerance, the conv outside)."""
-    return cell.status in {s.value for s in EXECUTED} | {Status.NOT_DELEGATED.value}
+    """The cell's program ran. NOT_DELEGATED: it ran within tolerance, the conv outside -- unless
+    nothing could run it (stages/cell.static_result keeps what lowering saw and says so)."""
+    if cell.status == Status.NOT_DELEGATED.value:
+        return NOT_EXECUTED not in (cell.message or "")
+    return cell.status in {s.value for s in EXECUTED}
 
 
 def no_plugin(cell: CellResult) -> bool:
@@ -229,8 +232,9 @@ def aspects(wheel: CellResult, tree: CellResult, wheel_program: str, tree_progra
     programs_differ = bool(wheel_program and tree_program and wheel_program != tree_program)
     if programs_differ and lowered_same:
         found.add("program-bytes")
+    ran = executed(wheel), executed(tree)
     if lowered_same and wheel.status not in STATIC:
-        if executed(wheel) and executed(tree):
+        if all(ran):
             if wheel.status != tree.status:
                 found.add("verdict-program-differs" if programs_differ or not wheel_program
                           or not tree_program else "verdict-same-program")
@@ -238,12 +242,12 @@ def aspects(wheel: CellResult, tree: CellResult, wheel_program: str, tree_progra
                 found.add("numbers")
         elif no_plugin(wheel) != no_plugin(tree):
             found.add("no-plugin")
-        elif executed(wheel) and tree.status in UNEXECUTED:
+        elif ran[0]:
             found.add("unexecuted-at-tree")
-        elif tree.status != wheel.status and executed(tree) and wheel.status in UNEXECUTED:
+        elif ran[1]:
             found.add("unexecuted-on-wheel")
-        elif wheel.status != tree.status:  # e.g. CONTRACT_VIOLATION vs NO_RUNTIME
-            found.add("unexecuted-on-wheel" if executed(tree) else "unexecuted-at-tree")
+        elif wheel.status != tree.status:  # neither ran: the contract's prediction moved
+            found.add("lowering-outcome")
     return [r for r in REASONS if r in found]
 
 
