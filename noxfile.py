@@ -1,9 +1,10 @@
 """nox sessions. ``tests``/``matrix``/``nightly`` reuse the current interpreter (torch and
 executorch are large and must be the pinned CPU builds); ``releases`` makes one venv per release
-(the release sweep; the commit bisect is ``python -m harness bisect``)."""
+but the one installed here (the release sweep; the commit bisect is ``python -m harness bisect``)."""
 
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -93,6 +94,26 @@ def _dependencies_besides(*names: str) -> list[str]:
     return [d for d in deps if re.split(r"[\s<>=!~\[;]", d, maxsplit=1)[0] not in names]
 
 
+def _installed_pair() -> tuple[str, str]:
+    """(executorch, torch without its local +cpu tag) installed in this interpreter."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("executorch"), version("torch").split("+")[0]
+    except PackageNotFoundError:
+        return "", ""
+
+
+def _sweep_cache() -> Path:
+    """The release sweep's lowered-program cache: $RELEASES_CACHE, else convconf-releases
+    beside the convconf cache (its own folder: a run keeps the convconf cache under 2 GB, which
+    a sweep's lowerings outgrow, and would push out the plug-ins' build trees)."""
+    from harness.versions import cache_home
+
+    home = cache_home()
+    return Path(os.environ.get("RELEASES_CACHE") or home.with_name(home.name + "-releases"))
+
+
 @nox.session
 def releases(session):
     """The release sweep: the seed corpus against several executorch releases, then diffs
@@ -101,7 +122,12 @@ def releases(session):
 
     nox -s releases -- 1.5.1 1.4.1   (oldest last or first: diffs follow the order given)
     RELEASES_FIXES=all (default: each), RELEASES_EXAMPLES=20 (generated cases beside the
-    corpus); the former BISECT_FIXES / BISECT_EXAMPLES are still read"""
+    corpus), RELEASES_JOBS (default: the cores); the former BISECT_FIXES / BISECT_EXAMPLES are
+    still read. The release installed here (executorch and its paired torch) runs in this
+    environment, no venv. The sweep's lowerings are kept in their own cache, $RELEASES_CACHE
+    (default: beside the convconf cache, ``convconf-releases``), bounded by
+    $RELEASES_CACHE_MAX (default 12GB) instead of the 2 GB a run keeps: the next sweep of a
+    release serves them (keys: versions and the stages' digest)"""
     releases = session.posargs or ["1.5.1", "1.4.1"]
     root = Path("runs/releases")
     runs = []
@@ -114,10 +140,17 @@ def releases(session):
         except ValueError as e:
             session.error(str(e))
         session.log(f"executorch {release}: torch {pairs[release]} (its wheel: {spec or 'any'})")
+    lowered = _sweep_cache()
+    run_env = {"CONVCONF_CACHE_MAX": os.environ.get("RELEASES_CACHE_MAX") or "12GB"}
+    jobs = ["-j", os.environ["RELEASES_JOBS"]] if os.environ.get("RELEASES_JOBS") else []
     for release in releases:
         venv = root / f"venv-{release}"
-        python = str(venv / "bin" / "python")
-        if not venv.exists():
+        here = _installed_pair() == (release, pairs[release])
+        python = sys.executable if here else str(venv / "bin" / "python")
+        if here:
+            session.log(f"executorch {release} with torch {pairs[release]} is installed here: "
+                        f"its leg runs in this environment (no venv)")
+        elif not venv.exists():
             started = time.monotonic()
             session.run("python", "-m", "venv", str(venv))
             session.run(python, "-m", "pip", "install", "-q", f"torch=={pairs[release]}")
@@ -145,7 +178,7 @@ def releases(session):
                     # each fix alone and all together: the releases view shows what every fix
                     # (graph rewrite or runtime patch, on that release's own plug-in) changes there
                     "--fixes", _env("RELEASES_FIXES", "BISECT_FIXES", "each"),
-                    "--no-progress")
+                    "--no-progress", "--cache", str(lowered), *jobs, env=run_env)
         # The corpus' expected statuses for this release (expect_by_release): a moved cell is
         # printed, not fatal here; the releases view below is what a bisect reads.
         session.run(python, "-m", "harness", "corpus", str(out), success_codes=[0, 1])
