@@ -234,9 +234,29 @@ def build(source: str | None = None, jobs: int | None = None, cache: str | None 
     root = runtimes_dir(cache)
     src = _source_for(source, wheel, root, cache)
     root.mkdir(parents=True, exist_ok=True)
+    hit = _cache_hit(wheel, src, root, chosen)  # a hit waits for no other build's lock
+    if hit is not None:
+        return hit
     with open(root / ".build.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         return _build_locked(wheel, src, root, jobs, cache, log, chosen, install)
+
+
+def _cache_hit(wheel, src, root: Path, chosen=()) -> Manifest | None:
+    """The cached plug-in for these inputs, when its entry is whole (library sha256 checked);
+    else None. Entries appear by rename, so this needs no lock."""
+    applied = [p.applied(src.commit) for p in chosen]
+    dest = root / dest_name(wheel, src, applied)
+    found = Manifest.read(dest / "manifest.json")
+    if not (found and found.inputs_key == _inputs_key(wheel, src, applied) and intact(found)
+            and found.source_copy.is_file()):
+        return None
+    found.cached = True
+    try:
+        os.utime(dest)  # last use, for `harness cache prune` (least recently used first)
+    except OSError:
+        return None
+    return found
 
 
 def _source_for(source: str | None, wheel, root: Path, cache: str | None):

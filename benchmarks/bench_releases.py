@@ -1,0 +1,198 @@
+"""The release sweep (`nox -s releases`) against its 30-minute target (issue 50): where a leg's
+time goes, the old way against the new way, and the whole sweep extrapolated.
+
+One leg of the sweep is: a venv for the release (pip installs), its stock Vulkan plug-in, one
+patched plug-in per runtime-patch set (`--fixes each`: 8 sets today), and `harness run` over
+the corpus (165 cases) plus RELEASES_EXAMPLES=20 generated cases, 23 lanes each (2 backends,
+stock + each fix + all), lowering every distinct program and executing every cell.
+
+What this measures, in one invocation:
+  leg     `harness run` of one release on a subset of the corpus (--cases, --fixes each,
+          --max-examples 0, -j --jobs) with --python (default: this interpreter; a release venv's
+          python for another release), twice on one fresh lowering cache: cold, then warm (the
+          lowerings served, every cell executed again). Per run: wall seconds, the matrix's
+          summed quantize / lower / run seconds, cells, cells that reused a lowering, executed
+          cells, the cache's bytes; the patched plug-ins it needed (built or cache hits).
+  plugins every plug-in in the convconf cache (manifest.json): build seconds by how its build
+          tree was obtained (cold; seeded from the stock tree; seeded from a sibling set's tree,
+          this change; its own tree), per release.
+  venvs   runs/releases/venv-*/convconf-install.json: the measured install seconds.
+Then the extrapolation to `nox -s releases -- 1.3.1 1.5.1` with the whole corpus: the old way
+(a venv for every release; patched plug-ins cold where the stock tree is gone, as it was here;
+lowerings in the convconf cache, which a run keeps under 2 GB, so the next sweep lowers again)
+against the new way (the installed release in this environment; patched plug-ins seeded from a
+sibling's tree; the sweep's own lowering cache, so the next sweep serves them), first sweep and
+next sweep. The leg's per-case seconds scale linearly from the subset: read it as an estimate.
+
+Usage:
+  python benchmarks/bench_releases.py [--cases F.json ...] [--jobs 2] [--python PY]
+                                      [--label 1.5.1] [--out DIR] [--skip-leg]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+SUBSET = ["cases/seed.json", "cases/culprit.json", "cases/short_int_lists_2d.json"]
+CORPUS_CASES = 165   # cases/*.json today (2026-12-07)
+GENERATED = 20       # RELEASES_EXAMPLES' default
+PATCH_SETS = 8       # distinct runtime-patch sets of `--fixes each` (runner.patch_sets)
+RUN_CACHE_MAX = 2e9  # what a run keeps the convconf cache under ($CONVCONF_CACHE_MAX default)
+
+
+def folder_bytes(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def leg(python: str, cases: list[str], jobs: int, out: Path, cache: Path) -> dict:
+    """One `harness run` of the sweep's kind on ``cases``; its figures."""
+    cmd = [python, "-m", "harness", "run", "--out", str(out), "--overwrite", "--cases", *cases,
+           "--max-examples", "0", "--fixes", "each", "--no-progress", "-j", str(jobs),
+           "--cache", str(cache)]
+    env = dict(os.environ, CONVCONF_CACHE_MAX="none")
+    started = time.perf_counter()
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - started
+    if done.returncode not in (0, 1):
+        sys.exit(f"bench_releases: the run failed (exit {done.returncode}): "
+                 f"{done.stderr.strip().splitlines()[-1:]}")
+    df = pd.read_csv(out / "matrix.csv")
+    header = json.loads((out / "run.json").read_text())
+    patched = header.get("vulkan_patched") or {}
+    num = lambda c: pd.to_numeric(df.get(c, pd.Series(dtype=float)), errors="coerce")  # noqa: E731
+    return {
+        "wall_s": round(wall, 1), "run_s": header.get("duration_s"), "cells": len(df),
+        "cases": df["case_id"].nunique(), "lanes": df.groupby(["backend", "fixes"], dropna=False).ngroups,
+        "quantize_s": round(num("quantize_time_s").sum(), 1),
+        "lower_s": round(num("lower_time_s").sum(), 1),
+        "execute_s": round(num("run_time_s").sum(), 1),
+        "executed": int((num("run_time_s") > 0).sum()),
+        "reused": int(df["reused_from"].fillna("").astype(str).ne("").sum()) if "reused_from" in df else 0,
+        "cached": int(df["cached"].fillna(False).astype(bool).sum()) if "cached" in df else 0,
+        "cache_bytes": folder_bytes(cache) if cache.exists() else 0,
+        "patched_built": sum(1 for e in patched.values() if e.get("library") and not e.get("cached")),
+        "patched_hits": sum(1 for e in patched.values() if e.get("cached")),
+        "patched_build_s": round(sum(e.get("build_seconds", 0) for e in patched.values()
+                                     if not e.get("cached")), 1),
+        "executorch": header.get("versions", {}).get("executorch", "?"),
+    }
+
+
+def plugins() -> pd.DataFrame:
+    """Every cached plug-in's build: release, patched or stock, how its tree came, seconds."""
+    sys.path.insert(0, str(ROOT))
+    from harness.runtimes import vulkan
+
+    rows = []
+    for manifest in sorted(vulkan.runtimes_dir().glob("*/manifest.json")):
+        m = vulkan.Manifest.read(manifest)
+        if m is None:
+            continue
+        how = (m.extra or {}).get("build_tree", "?")
+        rows.append({"entry": manifest.parent.name, "release": m.executorch_version,
+                     "kind": "patched" if m.patches else "stock",
+                     "tree": "seeded" if str(how).startswith("seeded") else how,
+                     "how": how, "build_s": m.build_seconds,
+                     "shaders_s": (m.phase_seconds or {}).get("shaders"),
+                     "compile_s": (m.phase_seconds or {}).get("compile"), "built_at": m.built_at})
+    return pd.DataFrame(rows)
+
+
+def venvs() -> dict:
+    out = {}
+    for f in sorted((ROOT / "runs" / "releases").glob("venv-*/convconf-install.json")):
+        data = json.loads(f.read_text())
+        out[data["executorch"]] = data["install_s"]
+    return out
+
+
+def median_of(df: pd.DataFrame, **where) -> float | None:
+    sel = df
+    for k, v in where.items():
+        sel = sel[sel[k] == v]
+    return float(statistics.median(sel["build_s"])) if len(sel) else None
+
+
+def extrapolate(cold: dict, warm: dict, builds: pd.DataFrame, installs: dict) -> dict:
+    """Seconds of `nox -s releases -- 1.3.1 1.5.1` with the whole corpus, old and new ways."""
+    per_case = lambda r: r["wall_s"] / r["cases"]  # noqa: E731
+    n = CORPUS_CASES + GENERATED
+    leg_cold, leg_warm = per_case(cold) * n, per_case(warm) * n
+    stock = median_of(builds, kind="stock") or 0.0
+    patched_cold = median_of(builds, kind="patched", tree="cold") or 0.0
+    patched_seeded = median_of(builds, kind="patched", tree="seeded") or 0.0
+    venv = statistics.median(installs.values()) if installs else 150.0
+    # a full leg's lowerings: the subset's cache bytes per cell, times a leg's cells
+    leg_bytes = cold["cache_bytes"] / max(cold["cells"], 1) * n * cold["lanes"]
+    survives = 2 * leg_bytes <= RUN_CACHE_MAX
+    old_first = 2 * venv + 2 * stock + 2 * PATCH_SETS * patched_cold + 2 * leg_cold
+    new_first = 1 * venv + 2 * stock + 2 * PATCH_SETS * patched_seeded + 2 * leg_cold
+    old_next = 2 * (leg_warm if survives else leg_cold)  # venvs and plug-ins kept (locally)
+    new_next = 2 * leg_warm
+    return {"cases_per_leg": n, "leg_cold_s": round(leg_cold), "leg_warm_s": round(leg_warm),
+            "venv_s": venv, "stock_build_s": stock, "patched_cold_s": patched_cold,
+            "patched_seeded_s": patched_seeded, "leg_lowered_bytes": round(leg_bytes),
+            "old_lowerings_survive_2GB": survives,
+            "old_first_s": round(old_first), "new_first_s": round(new_first),
+            "old_next_s": round(old_next), "new_next_s": round(new_next),
+            "first_ratio": round(old_first / new_first, 2) if new_first else None,
+            "next_ratio": round(old_next / new_next, 2) if new_next else None}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--cases", nargs="+", default=SUBSET)
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--python", default=sys.executable, help="the release's interpreter")
+    ap.add_argument("--label", default="", help="names the leg in the output (a release)")
+    ap.add_argument("--out", type=Path, default=None, help="keep the runs and bench.json here")
+    ap.add_argument("--skip-leg", action="store_true", help="plug-ins and venvs only")
+    args = ap.parse_args()
+
+    work = args.out or Path(tempfile.mkdtemp(prefix="bench-releases-"))
+    work.mkdir(parents=True, exist_ok=True)
+    print(f"bench_releases: {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}, "
+          f"{time.strftime('%Y-%m-%d %H:%M')}; cases {' '.join(args.cases)}; -j {args.jobs}")
+    result: dict = {"cases": args.cases, "jobs": args.jobs, "label": args.label}
+    if not args.skip_leg:
+        cache = work / "lowered"
+        cold = leg(args.python, args.cases, args.jobs, work / "cold", cache)
+        warm = leg(args.python, args.cases, args.jobs, work / "warm", cache)
+        result.update(cold=cold, warm=warm)
+        table = pd.DataFrame({"cold": cold, "warm": warm})
+        print(f"\nleg ({cold['executorch']}, {cold['cases']} cases x {cold['lanes']} lanes):")
+        print(table.to_string())
+        print(f"warm vs cold: {cold['wall_s'] / warm['wall_s']:.2f}x")
+    builds = plugins()
+    result["plugins"] = builds.to_dict(orient="records")
+    if len(builds):
+        print("\nplug-in builds (cache manifests):")
+        print(builds.drop(columns=["entry"]).to_string(index=False))
+        summary = builds.groupby(["kind", "tree"])["build_s"].agg(["count", "median", "min", "max"])
+        print(summary.to_string())
+    installs = venvs()
+    result["venvs"] = installs
+    print(f"\nvenv installs: {installs or 'none measured'}")
+    if not args.skip_leg:
+        ex = extrapolate(result["cold"], result["warm"], builds, installs)
+        result["extrapolated"] = ex
+        print("\nnox -s releases -- 1.3.1 1.5.1, whole corpus, extrapolated (s):")
+        for k, v in ex.items():
+            print(f"  {k}: {v}")
+    (work / "bench.json").write_text(json.dumps(result, indent=1, default=str) + "\n")
+    print(f"\n-> {work / 'bench.json'}")
+
+
+if __name__ == "__main__":
+    main()
