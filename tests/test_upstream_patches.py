@@ -149,3 +149,56 @@ def test_bad_validate_options_are_one_line_exit_2(tmp_path, argv, says, capsys):
     lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
     assert len(lines) == 1 and says in lines[0]
     assert not out.exists()
+
+
+@pytest.mark.slow
+def test_a_diff_run_at_main_clean_and_patched_turns_its_cells_right(tmp_path):
+    """vk-dw-edge-pad.diff for real: main exported, a Vulkan plug-in built from it (kept per
+    source digest: the diff is Python only, so the patched tree reuses it), the fix's corpus
+    cells run at both trees: its MISMATCH cells leave the delegate, its controls stay PASS."""
+    if exported_main() is None or not MIRROR.exists():
+        pytest.skip("needs ExecuTorch's history (CONVCONF_ET_MIRROR) and main exported")
+    from harness.run.upstream import validate_fix
+
+    v = validate_fix("vk-dw-edge-pad", "vulkan", MAIN[:10], MIRROR, tmp_path, et_tests=False,
+                     log=lambda s: None)
+    assert v.problem == "" and v.patched_at == f"{MAIN[:12]} (dirty)"
+    assert "kept from an earlier build" in v.plugin  # same Vulkan sources: the same plug-in
+    assert {c.role for c in v.cells} == {"bug", "control"}
+    assert v.validated, "\n".join(v.lines())
+    assert all(c.patched == "NOT_DELEGATED" for c in v.failing)
+    assert all(c.clean == c.patched == "PASS" for c in v.cells if c.role == "control")
+
+
+def test_a_drafts_validation_log_carries_the_run_at_the_tree(tmp_path):
+    """A draft whose one fix is a graph fix with an upstream diff: patch.diff is that diff, and
+    once run at a tree its validation.log and the index say so in place of 'not run at a tree'."""
+    from harness.record import CellResult
+    from harness.results import matrix
+    from harness.runfolder import RunFolder
+    from harness.spec import ConvCase
+
+    dw = ConvCase(dim=2, in_channels=4, out_channels=4, groups=4, kernel_size=7, padding=3,
+                  input_shape=(1, 4, 8, 8))
+    edge = "right edge 3 cols · all channels · all batches"
+    cells = [CellResult(case=dw, backend="vulkan", fixes=fx, status=status, error_pattern=pat,
+                        max_abs_error=1.5 if status == "MISMATCH" else None,
+                        tolerance=1e-4 if status == "MISMATCH" else None)
+             for fx, status, pat in (("", "MISMATCH", edge), ("vk-dw-edge-pad", "PASS", ""))]
+    matrix.write(matrix.frame([c.to_row() for c in cells]), tmp_path)
+    RunFolder(tmp_path).write_cases([dw])
+    RunFolder(tmp_path).write_header({"versions": {"executorch": "1.5.1"}})
+    (d,) = upstream.build(tmp_path)
+    assert d.patch_from == "vk-dw-edge-pad" and d.patch.startswith("vk-dw-edge-pad: ")
+    assert "has not been run at a tree" in d.validation
+    d.at_tree = upstream.TreeValidation("vk-dw-edge-pad", "vulkan", "cff6f4dd32e6",
+                                        "cff6f4dd32e6 (dirty)", (
+                                            cell(dw.case_id, "finding", "MISMATCH",
+                                                 "NOT_DELEGATED", False),
+                                            cell("c", "control", "PASS", "PASS")))
+    upstream.render(d, RunFolder(tmp_path).header())
+    assert "has not been run at a tree" not in d.validation
+    assert ("validated at cff6f4dd32e6 (dirty): 1/1 cells failing -> PASS/NOT_DELEGATED "
+            "(NOT_DELEGATED 1), 1 controls unchanged") in d.validation
+    assert "not run (--no-et-tests" in d.validation
+    assert "| validated (at tree) |" in upstream.index_markdown([d], "r")

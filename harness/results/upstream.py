@@ -550,8 +550,11 @@ def validation_log(d: Draft, header: RunHeader) -> str:
                       "the finding's cells and the fix's corpus cells (cases/*.json naming it):"]
         lines += d.at_tree.lines()
         if not (d.at_tree.tests or d.at_tree.base_tests):
-            lines += ["", "ExecuTorch's own tests beside the patched code: none mapped to "
-                          f"{', '.join(diff_paths(d.patch)) or 'the diff'}"]
+            changed = diff_paths(d.patch)
+            lines += ["", "ExecuTorch's own tests beside the patched code: "
+                      + (f"not run (--no-et-tests; {', '.join(t for t, _ in tests_beside(changed))}"
+                         " would run)" if tests_beside(changed) else
+                         f"none mapped to {', '.join(changed) or 'the diff'}")]
         return "\n".join(lines + [""])
     if graph:
         lines += ["", f"patch.diff is the upstream form of the graph fix {d.patch_from} (against "
