@@ -111,3 +111,37 @@ def test_a_case_eager_cannot_build_still_gets_a_script():
     for text in (repro.script(case, "xnnpack", "", "INVALID"),
                  repro.minimal_script(case, "xnnpack", "MISMATCH", "max|d|=1")):
         compile(text, "repro.py", "exec")
+
+
+@pytest.mark.slow
+def test_a_float_script_alone_states_the_cells_status(tmp_path):
+    """Run the harness on an fp16 and an fp32 cell (XNNPACK: no plug-in needed), then each
+    cell's minimal script alone in a fresh process (no convconf on its path): the status it
+    prints is the cell's, whatever that is (a delegate bug is the corpus', not this test's)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    import pandas as pd
+
+    cases = [CASES["fp16 depthwise"], CASES["fp32"]]
+    (tmp_path / "cases.json").write_text(json.dumps([c.to_dict() for c in cases]))
+    run = subprocess.run([sys.executable, "-m", "harness", "run", "--cases",
+                          str(tmp_path / "cases.json"), "--max-examples", "0", "--backends",
+                          "xnnpack", "-j", "1", "--out", str(tmp_path / "run"), "--no-report"],
+                         capture_output=True, text=True, timeout=900)
+    assert run.returncode in (0, 1), run.stderr[-2000:]
+    matrix = pd.read_csv(tmp_path / "run" / "matrix.csv")
+    by_id = {c.case_id: c for c in cases}
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    said = {}
+    for row in matrix.itertuples():
+        script = tmp_path / f"{row.case_id}.py"
+        script.write_text(repro.minimal_script(by_id[row.case_id], "xnnpack", row.status, ""))
+        proc = subprocess.run([sys.executable, "-I", str(script)], capture_output=True,
+                              text=True, timeout=600, cwd=tmp_path, env=env)
+        said[row.case_id] = [ln.split()[1] for ln in proc.stdout.splitlines()
+                             if ln.startswith("STATUS:")]
+    assert said == {r.case_id: [r.status] for r in matrix.itertuples()}
+    assert len(said) == 2
