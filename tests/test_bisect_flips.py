@@ -146,3 +146,18 @@ def test_an_old_end_that_is_an_ancestor_is_bisected_as_before(tmp_path, setup):
     other = bisect_flips.run(old, new, repo, tmp_path / "b2", log=lambda s: None,
                              evaluator=probe, backend="vulkan")
     assert other["flips"] == [] and other["backend"] == "vulkan"
+
+
+def test_cells_that_failed_for_two_reasons_are_two_flips():
+    """v1.4.1 -> main: 7 XNNPACK cells LOWER_ERROR -> NO_RUNTIME, 5 in preprocess (IndexError),
+    2 in Conv1dUnsqueezePass; NO_RUNTIME names one culprit ("harness") for all. Two fixes,
+    possibly two commits: two flips, not one bisect that speaks for both."""
+    import pandas as pd
+
+    rows = [(c, "xnnpack", "", "LOWER_ERROR", "NO_RUNTIME", "changed", old, "harness")
+            for c, old in (("a", "lowering:preprocess"), ("b", "lowering:preprocess"),
+                           ("c", "lowering:Conv1dUnsqueezePass"))]
+    table = pd.DataFrame(rows, columns=["case_id", "backend", "fixes", "old", "new", "change",
+                                        "component_old", "component_new"])
+    flips = bisect_flips.group(table)
+    assert [(f.cells, f.component) for f in flips] == [(["a", "b"], "harness"), (["c"], "harness")]

@@ -10,8 +10,8 @@ runs at ExecuTorch commits (``harness run --executorch``), bisected to its first
    has: merge base..A is bisected, the first commit is on A's side); with neither, both branches
    moved it (one line, not bisected). Each flip says which range was bisected (``bisected``,
    ``side``).
-2. ``results.diff`` lists the cells that moved (``FLIP_CHANGES``). Cells of one
-   lane with the same old -> new status pair and the same culprit component are one *flip*: one
+2. ``results.diff`` lists the cells that moved (``FLIP_CHANGES``). Cells of one lane with the
+   same old -> new status pair and the same culprit components (each side's) are one *flip*: one
    ``git bisect run`` on its first cell (``bisect.run``, each step ``bisect_step``), the others
    named beside it. A flip whose ends do not reproduce (an outcome the step reads differently,
    an end that cannot be evaluated faithfully) says so and is not guessed.
@@ -119,14 +119,18 @@ def commit_of(run: Path) -> dict:
 
 
 def group(table) -> list[Flip]:
-    """The diff's flipped cells -> one Flip per (lane, old, new, component), largest first."""
+    """The diff's flipped cells -> one Flip per (lane, old, new, each side's component), largest
+    first."""
     flips: dict[tuple, Flip] = {}
     for r in table[table["change"].isin(FLIP_CHANGES)].to_dict(orient="records"):
-        comp = r.get("component_new") or r.get("component_old") or ""
-        comp = comp if isinstance(comp, str) else ""
+        # both sides' culprits: cells that failed for two reasons on one side are two flips even
+        # where the other side names one culprit for both (NO_RUNTIME's "harness")
+        old_c, new_c = (c if isinstance(c, str) else "" for c in (r.get("component_old"),
+                                                                  r.get("component_new")))
         fixes = r["fixes"] if isinstance(r["fixes"], str) else ""
-        key = (r["backend"], fixes, r["old"], r["new"], comp)
-        flips.setdefault(key, Flip(r["backend"], fixes, r["old"], r["new"], comp, r["change"]))
+        key = (r["backend"], fixes, r["old"], r["new"], old_c, new_c)
+        flips.setdefault(key, Flip(r["backend"], fixes, r["old"], r["new"], new_c or old_c,
+                                   r["change"]))
         flips[key].cells.append(r["case_id"])
     return sorted(flips.values(), key=lambda f: (-len(f.cells), f.backend, f.fixes, f.old, f.new))
 
