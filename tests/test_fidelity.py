@@ -10,6 +10,7 @@ import json
 import pytest
 
 from harness.cli import main
+from harness import versions
 from harness.header import RunHeader
 from harness.lane import Lane
 from harness.record import CellResult
@@ -39,9 +40,10 @@ def cell(backend="vulkan", status="PASS", k=3, delegated=None, outside=None, max
                       executorch_version="1.4.1")
 
 
-def make_run(path, cells, programs=(), tree=False):
+def make_run(path, cells, programs=(), tree=False, pipeline=None):
     """A run folder with its matrix and header, and cache entries (under path/cache) holding the
-    sha256 of each cell's program: ``programs`` one per cell ("" = no entry)."""
+    sha256 of each cell's program: ``programs`` one per cell ("" = no entry); ``pipeline``: the
+    stages' digest the entries were keyed with (default: the header's)."""
     run = RunFolder(path)
     run.path.mkdir(parents=True)
     stack = TREE_STACK if tree else STACK
@@ -51,7 +53,8 @@ def make_run(path, cells, programs=(), tree=False):
     matrix.write(matrix.frame([c.to_row() for c in cells]), run.path)
     for c, program in zip(cells, programs):
         if program:
-            k = cache.key(c.case_id, Lane.of(c.backend, c.fixes), stack)
+            k = cache.key(c.case_id, Lane.of(c.backend, c.fixes),
+                          {**stack, "pipeline": pipeline or stack["pipeline"]})
             entry = run.path / "cache" / k[:2] / k
             entry.mkdir(parents=True)
             (entry / "meta.json").write_text(json.dumps({cache.CHECKS: {"program.pte": program}}))
@@ -126,6 +129,15 @@ def test_compare_counts_and_reads_the_programs_from_each_runs_cache(pair):
     first = result.disagreements[0]
     assert (first.case_id, first.wheel_program) == (case(5).case_id, "3" * 12)
     assert result.tree == "executorch e4d02f41f790 over 1.5.1"
+
+
+def test_entries_keyed_by_a_worker_whose_harness_source_moved_mid_run_are_found(tmp_path):
+    # the header has the parent's stages digest; a worker started after the source changed
+    # keyed its entries with this process's (the checkout as it is now)
+    wheel = make_run(tmp_path / "w", [cell()], ["1" * 64], pipeline=versions.pipeline_digest())
+    tree = make_run(tmp_path / "t", [cell()], ["2" * 64], tree=True)
+    result = fidelity.compare(wheel, tree)
+    assert (result.programs_compared, result.counts()) == (1, {"program-bytes": 1})
 
 
 def test_cli_writes_the_three_files_and_exits_1_for_a_disagreement_not_by_design(pair, tmp_path,

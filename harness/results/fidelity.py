@@ -27,6 +27,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from harness import versions
 from harness.lane import Lane
 from harness.record import CellResult
 from harness.runfolder import RunFolder, atomic_write
@@ -144,19 +145,30 @@ def read_run(path) -> tuple[RunFolder, list[CellResult]]:
     return run, cells
 
 
-def program_digests(run: RunFolder, cells: list[CellResult]) -> dict:
-    """cell key -> sha256 of the program its run lowered (from the run's cache entry: the header's
-    cache folder, keys made with the header's versions); "" where no entry holds one."""
+def program_digests(run: RunFolder, cells: list[CellResult], pipelines=()) -> dict:
+    """cell key -> sha256 of the program its run lowered, read from the run's cache entry (the
+    header's cache folder, keys made with the header's versions); "" where no entry holds one.
+
+    A cache key holds the stages' digest (versions.pipeline_digest) of the process that lowered
+    the cell. The header has the run's parent's; a worker started after the harness's own source
+    changed under a running run (a shared checkout) keyed its entries with another one: the
+    entry is looked up under the header's digest, then under each of ``pipelines`` and this
+    process's own."""
     header = run.header()
     root = Path(header.cache_dir) if header.cache_dir else cache.default_dir()
+    digests = list(dict.fromkeys(
+        [header.versions.get("pipeline", ""), *pipelines, versions.pipeline_digest()]))
     out = {}
     for c in cells:
-        k = cache.key(c.case_id, Lane.of(c.backend, c.fixes), header.versions)
-        try:
-            meta = json.loads((root / k[:2] / k / "meta.json").read_text())
-            out[c.key] = str(meta.get(cache.CHECKS, {}).get("program.pte", ""))
-        except (OSError, ValueError, AttributeError):
-            out[c.key] = ""
+        lane, out[c.key] = Lane.of(c.backend, c.fixes), ""
+        for digest in digests:
+            k = cache.key(c.case_id, lane, {**header.versions, "pipeline": digest})
+            try:
+                meta = json.loads((root / k[:2] / k / "meta.json").read_text())
+            except (OSError, ValueError):
+                continue
+            out[c.key] = str((meta.get(cache.CHECKS) or {}).get("program.pte", ""))
+            break
     return out
 
 
@@ -257,8 +269,9 @@ def compare(wheel_dir, tree_dir) -> Fidelity:
     wheel_run, wheel_cells = read_run(wheel_dir)
     tree_run, tree_cells = read_run(tree_dir)
     check_pair(wheel_run, wheel_cells, tree_run, tree_cells)
-    wheel_programs = program_digests(wheel_run, wheel_cells)
-    tree_programs = program_digests(tree_run, tree_cells)
+    pipelines = [r.header().versions.get("pipeline", "") for r in (wheel_run, tree_run)]
+    wheel_programs = program_digests(wheel_run, wheel_cells, pipelines)
+    tree_programs = program_digests(tree_run, tree_cells, pipelines)
     out = Fidelity(wheel=wheel_run.header().executorch_label,
                    tree=tree_run.header().executorch_label, cells=len(wheel_cells))
     by_key = {c.key: c for c in tree_cells}
