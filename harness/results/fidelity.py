@@ -49,7 +49,7 @@ REASONS = {
     "program-bytes": "same ops delegated, different program bytes (.pte sha256)",
     "no-plugin": "one side had no Vulkan plug-in to execute on (NO_RUNTIME for a build reason)",
     "unexecuted-on-wheel": "the release's wheel did not execute the cell, the run at the tag did",
-    "unexecuted-at-tree": "by design: the run at the tag does not execute a verdict that would "
+    "unexecuted-at-tree": "the run at the tag does not execute a verdict that would "
                           "rest on the installed wheel's native code it cannot show equal "
                           "(XNNPACK, the portable kernels, a moved schema); the lowering "
                           "outcome still compares",
