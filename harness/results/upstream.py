@@ -309,10 +309,14 @@ class TreeCell:
     clean: str
     patched: str
     executed: bool  # the patched cell's program ran (not only lowered)
+    # a cell only lowered at the tree: its status executed with the patched Python over the
+    # wheel and its kernels (run/upstream.values_on_wheel), "" when not run
+    on_wheel: str = ""
 
     @property
     def fixed(self) -> bool:
-        return self.clean not in RIGHT and self.patched in RIGHT
+        return (self.clean not in RIGHT and self.patched in RIGHT
+                and (self.executed or not self.on_wheel or self.on_wheel in RIGHT))
 
     @property
     def moved(self) -> bool:
@@ -379,6 +383,8 @@ class TreeValidation:
             out.append(f"  Vulkan plug-in of the patched tree: {self.plugin}")
         for c in self.cells:
             note = "" if c.executed or c.patched not in RIGHT else (
+                f" (lowered only at the tree; executed with the patched Python over the wheel's "
+                f"kernels: {c.on_wheel})" if c.on_wheel else
                 " (lowered only: not executed at the tree, see the fix lane for values)")
             mark = ("MOVED " if c.role == "control" and c.moved else
                     "WORSE " if c in self.worse else "")

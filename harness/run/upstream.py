@@ -15,6 +15,7 @@ from pathlib import Path
 from harness.lane import Lane
 from harness.results import repro, upstream
 from harness.runfolder import RunFolder
+from harness.spec import ConvCase
 
 TIMEOUT_S = 600
 
@@ -132,6 +133,37 @@ def run_at(tree_args: list[str], cases: Path, backend: str, out: Path, jobs: int
         return subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT).returncode
 
 
+def values_on_wheel(work: Path, case_ids: list[str], backend: str, log=print) -> dict:
+    """The cells the patched tree only lowered (NOT_DELEGATED: a declined conv runs on the
+    portable kernels, which at a tree are the wheel's, commit unknown, so not executed there),
+    executed with the patched tree's Python over the wheel and its kernels, as a bisect step
+    does (the overlay first on PYTHONPATH, no tree record; the tree's plug-in): case id ->
+    status there. ``work``: validate_fix's folder (its cases.json and patched run)."""
+    import json
+
+    from harness.run import at_tree
+    from harness.runtimes import cache_root
+    from harness.runtimes.tree import EtTree
+
+    tree = EtTree.from_dict(json.loads((work / "patched" / "executorch-tree.json").read_text()))
+    overlay = cache_root(None) / "trees" / "overlays" / tree.python_digest
+    entries = [e for e in json.loads((work / "cases.json").read_text())
+               if ConvCase.from_dict(e["case"]).case_id in case_ids]
+    cases = work / "wheel-cases.json"
+    cases.write_text(json.dumps(entries, indent=1))
+    out = work / "wheel"
+    cmd = [sys.executable, "-m", "harness", "run", "--cases", str(cases), "--max-examples", "0",
+           "-j", "1", "--backends", backend, "--out", str(out), "--overwrite", "--no-progress",
+           "--no-cache", "--vulkan-runtime", tree.vulkan_plugin or "none"]
+    log(f"  $ PYTHONPATH={overlay} {' '.join(cmd[2:])}")
+    with open(out.with_suffix(".log"), "w") as fh:
+        subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, env=at_tree.environment(overlay))
+    try:
+        return {c.case_id: c.status for c in RunFolder(out).cells() if not c.fixes}
+    except ValueError:
+        return {}
+
+
 def run_et_tests(record: Path, tests: list[tuple[str, str]], timeout: float = TIMEOUT_S,
                  memo: Path | None = None) -> list:
     """ExecuTorch's test files beside the patched code, from the tree's overlay (its Python over
@@ -226,9 +258,18 @@ def validate_fix(fix: str, backend: str, ref: str, source: Path | None, work: Pa
             roles[case.case_id] = "bug" if bug else "control"
             entries.append({"case": case.to_dict(), "note": entry.get("note", "")})
     cases = work / "cases.json"
+    # the same diff, cases and tree as a finished earlier validation in ``work``: its two runs
+    # are taken as they are (an interrupted --validate-at goes on where it stopped)
+    stamp = json.dumps({"patch": patch, "cases": entries, "ref": str(ref),
+                        "source": str(source)}, sort_keys=True)
+    done = (work / "done.json").is_file() and (work / "done.json").read_text() == stamp
     cases.write_text(json.dumps(entries, indent=1))
+    if done:
+        log("  the clean and patched runs of an earlier validation with the same diff and cases")
     try:
-        if source is None:  # ref is a checkout
+        if done:
+            pass
+        elif source is None:  # ref is a checkout
             patched_copy(Path(ref), patch, work / "tree")
         else:
             patched_tree(source, ref, patch, work / "tree", None)
@@ -239,12 +280,13 @@ def validate_fix(fix: str, backend: str, ref: str, source: Path | None, work: Pa
             "patched": ["--executorch-tree", str(work / "tree")]}
     found = {}
     for name, args in runs.items():
-        rc = run_at(args, cases, backend, work / name, log=log)
+        rc = 0 if done else run_at(args, cases, backend, work / name, log=log)
         if rc not in (0, 1):
             tail = (work / f"{name}.log").read_text().strip().splitlines()[-1:] or ["?"]
             return upstream.TreeValidation(fix, backend, ref, ref, problem=(
                 f"the {name} run exited {rc}: {upstream.scrub(tail[0])[:200]}"))
         found[name] = {c.case_id: c for c in RunFolder(work / name).cells() if not c.fixes}
+    (work / "done.json").write_text(stamp)
     labels = {n: json.loads((work / n / "executorch-tree.json").read_text()).get("label", "?")
               for n in runs}
     cells = tuple(upstream.TreeCell(cid, role, found["clean"][cid].status,
@@ -252,6 +294,11 @@ def validate_fix(fix: str, backend: str, ref: str, source: Path | None, work: Pa
                                     upstream.executed(found["patched"][cid]))
                   for cid, role in roles.items() if cid in found["clean"]
                   and cid in found["patched"])
+    lowered_only = [c.case_id for c in cells if c.patched in upstream.RIGHT and not c.executed]
+    if lowered_only:
+        wheel = values_on_wheel(work, lowered_only, backend, log)
+        cells = tuple(dataclasses.replace(c, on_wheel=wheel.get(c.case_id, "?"))
+                      if c.case_id in lowered_only else c for c in cells)
     plugin = ""
     patched_log = (work / "patched.log").read_text()
     for line in patched_log.splitlines():
