@@ -202,3 +202,12 @@ def test_a_drafts_validation_log_carries_the_run_at_the_tree(tmp_path):
             "(NOT_DELEGATED 1), 1 controls unchanged") in d.validation
     assert "not run (--no-et-tests" in d.validation
     assert "| validated (at tree) |" in upstream.index_markdown([d], "r")
+
+
+def test_a_failing_control_the_diff_turns_right_is_no_move():
+    v = upstream.TreeValidation("vk-channels-last-input", "vulkan", "m", "m (dirty)", (
+        cell("a", "bug", "MISMATCH", "NOT_DELEGATED"),
+        cell("b", "control", "MISMATCH", "NOT_DELEGATED"),
+        cell("c", "control", "PASS", "PASS")))
+    assert v.validated and not v.controls_moved
+    assert v.summary().endswith("1 controls unchanged; also 1 failing control(s) right")

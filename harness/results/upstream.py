@@ -347,7 +347,13 @@ class TreeValidation:
 
     @property
     def controls_moved(self) -> list:
-        return [c for c in self.cells if c.role == "control" and c.moved]
+        """Controls whose status changed, except a failing one the diff turned right."""
+        return [c for c in self.cells if c.role == "control" and c.moved and not c.fixed]
+
+    @property
+    def also_fixed(self) -> list:
+        """Controls failing at the clean tree (another bug's cells) the diff turned right."""
+        return [c for c in self.cells if c.role == "control" and c.fixed]
 
     @property
     def worse(self) -> list:
@@ -372,8 +378,11 @@ class TreeValidation:
         return (f"{'validated' if self.validated else 'NOT validated'} at {self.patched_at}: "
                 f"{len(fixed)}/{len(self.failing)} cells failing -> PASS/NOT_DELEGATED ({to}), "
                 + (f"{len(self.controls_moved)}/{len(controls)} controls moved"
-                   if self.controls_moved else f"{len(controls)} controls unchanged")
-                + (f", {len(self.worse)} cells worse" if self.worse else ""))
+                   if self.controls_moved else
+                   f"{len(controls) - len(self.also_fixed)} controls unchanged")
+                + (f", {len(self.worse)} cells worse" if self.worse else "")
+                + (f"; also {len(self.also_fixed)} failing control(s) right" if self.also_fixed
+                   else ""))
 
     def lines(self) -> list[str]:
         out = [self.summary()]
@@ -386,7 +395,7 @@ class TreeValidation:
                 f" (lowered only at the tree; executed with the patched Python over the wheel's "
                 f"kernels: {c.on_wheel})" if c.on_wheel else
                 " (lowered only: not executed at the tree, see the fix lane for values)")
-            mark = ("MOVED " if c.role == "control" and c.moved else
+            mark = ("MOVED " if c in self.controls_moved else
                     "WORSE " if c in self.worse else "")
             out.append(f"  {mark}{c.role} {c.case_id}: {c.clean} -> {c.patched}{note}")
         if self.tests or self.base_tests:
