@@ -55,11 +55,12 @@ def folder_bytes(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
 
-def leg(python: str, cases: list[str], jobs: int, out: Path, cache: Path) -> dict:
+def leg(python: str, cases: list[str], jobs: int, out: Path, cache: Path,
+        backends: list[str] | None = None) -> dict:
     """One `harness run` of the sweep's kind on ``cases``; its figures."""
     cmd = [python, "-m", "harness", "run", "--out", str(out), "--overwrite", "--cases", *cases,
            "--max-examples", "0", "--fixes", "each", "--no-progress", "-j", str(jobs),
-           "--cache", str(cache)]
+           "--cache", str(cache), *(["--backends", ",".join(backends)] if backends else [])]
     env = dict(os.environ, CONVCONF_CACHE_MAX="none")
     started = time.perf_counter()
     done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
@@ -158,6 +159,8 @@ def main() -> None:
     ap.add_argument("--label", default="", help="names the leg in the output (a release)")
     ap.add_argument("--out", type=Path, default=None, help="keep the runs and bench.json here")
     ap.add_argument("--skip-leg", action="store_true", help="plug-ins and venvs only")
+    ap.add_argument("--backends", nargs="+", default=None, help="the leg's backends (default: "
+                    "the run's, both); the extrapolation then covers only their lanes")
     args = ap.parse_args()
 
     work = args.out or Path(tempfile.mkdtemp(prefix="bench-releases-"))
@@ -167,8 +170,8 @@ def main() -> None:
     result: dict = {"cases": args.cases, "jobs": args.jobs, "label": args.label}
     if not args.skip_leg:
         cache = work / "lowered"
-        cold = leg(args.python, args.cases, args.jobs, work / "cold", cache)
-        warm = leg(args.python, args.cases, args.jobs, work / "warm", cache)
+        cold = leg(args.python, args.cases, args.jobs, work / "cold", cache, args.backends)
+        warm = leg(args.python, args.cases, args.jobs, work / "warm", cache, args.backends)
         result.update(cold=cold, warm=warm)
         table = pd.DataFrame({"cold": cold, "warm": warm})
         print(f"\nleg ({cold['executorch']}, {cold['cases']} cases x {cold['lanes']} lanes):")
