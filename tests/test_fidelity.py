@@ -153,6 +153,15 @@ def test_cli_writes_the_three_files_and_exits_1_for_a_disagreement_not_by_design
     assert "| unexecuted-at-tree | 1 | yes |" in (out / "fidelity.md").read_text()
 
 
+def test_a_reason_with_a_pipe_keeps_its_markdown_row_whole(tmp_path):
+    wheel = make_run(tmp_path / "w", [cell(max_abs=0.001)], ["1" * 64])
+    tree = make_run(tmp_path / "t", [cell(max_abs=0.002)], ["1" * 64], tree=True)
+    fidelity.write(fidelity.compare(wheel, tree), tmp_path / "o")
+    row = next(r for r in (tmp_path / "o" / "fidelity.md").read_text().splitlines()
+               if r.startswith("| numbers |"))
+    assert "max\\|d\\|" in row and row.replace("\\|", "").count("|") == 6
+
+
 def test_only_by_design_differences_exit_0(tmp_path):
     wheel = make_run(tmp_path / "w", [cell("xnnpack")], ["1" * 64])
     tree = make_run(tmp_path / "t", [cell("xnnpack", "NO_RUNTIME", message=XNN_DESIGN)],

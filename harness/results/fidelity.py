@@ -311,7 +311,7 @@ def markdown(result: Fidelity) -> str:
         example = (f"`{first.case_id}` {first.backend}{'+' + first.fixes if first.fixes else ''}: "
                    f"{first.wheel_status} -> {first.tree_status}")
         lines.append(f"| {reason} | {n} | {'yes' if reason in EXPECTED else 'no'} | "
-                     f"{REASONS[reason]} | {example} |")
+                     f"{cell_text(REASONS[reason])} | {example} |")
     if result.disagreements:
         lines += ["", "| cell | lane | reason | wheel | tree | wheel ops | tree ops | programs |",
                   "|---|---|---|---|---|---|---|---|"]
@@ -321,6 +321,11 @@ def markdown(result: Fidelity) -> str:
                          f"{d.wheel_ops} | {d.tree_ops} | {d.wheel_program or '?'} / "
                          f"{d.tree_program or '?'} |")
     return "\n".join(lines) + "\n"
+
+
+def cell_text(text: str) -> str:
+    """Text inside a markdown table cell: its pipes escaped ("max|d|" would split the row)."""
+    return text.replace("|", "\\|")
 
 
 def write(result: Fidelity, out: Path) -> list[Path]:
