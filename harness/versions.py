@@ -118,6 +118,18 @@ def digest_of(package: Path = PACKAGE) -> str:
     return h.hexdigest()[:12]
 
 
+# The digest a run started with, handed to every process it starts (lowering and execution
+# workers, the run at a tree's subprocess): a worker started later keys its cache entries with the
+# run header's digest, not with one of code edited meanwhile (issue 50's fidelity check found a
+# run's 302 entries under another digest than its header's, after an edit in a shared checkout).
+DIGEST_ENV = "CONVCONF_PIPELINE_DIGEST"
+
+
 @functools.lru_cache(maxsize=1)
 def pipeline_digest() -> str:
-    return digest_of(PACKAGE)
+    given = os.environ.get(DIGEST_ENV, "")
+    if given:
+        return given
+    digest = digest_of(PACKAGE)
+    os.environ[DIGEST_ENV] = digest
+    return digest
