@@ -24,6 +24,14 @@ against the new way (the installed release in this environment; patched plug-ins
 sibling's tree; the sweep's own lowering cache, so the next sweep serves them), first sweep and
 next sweep. The leg's per-case seconds scale linearly from the subset: read it as an estimate.
 
+Measured 2026-12-07 (2 cores shared, load 7-20; executorch 1.5.1; cases: seed, culprit,
+short_int_lists_2d = 12 cases): XNNPACK lanes alone (--backends xnnpack, 48 cells) cold 75.6 s,
+warm 25.1 s (3.01x), cache 514.5 MB (99.8% refs.pt, 48 copies of 12 references); both backends
+(276 cells) 462.9 s in the run after 35 min waiting for the build lock, 2.96 GB; its warm rerun
+was cold again (a harness/stages commit landed in between). Plug-in builds in the cache: patched
+seeded from the stock tree 18.1-39.9 s, patched cold 203.6-932.4 s, stock cold 194.3 s (1.5.1)
+and 676.9 s (1.4.1). docs/performance.md ("The release sweep") has the table.
+
 Usage:
   python benchmarks/bench_releases.py [--cases F.json ...] [--jobs 2] [--python PY]
                                       [--label 1.5.1] [--out DIR] [--skip-leg]
