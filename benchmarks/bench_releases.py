@@ -28,7 +28,8 @@ Measured 2026-12-07 (2 cores shared, load 7-20; executorch 1.5.1; cases: seed, c
 short_int_lists_2d = 12 cases): XNNPACK lanes alone (--backends xnnpack, 48 cells) cold 75.6 s,
 warm 25.1 s (3.01x), cache 514.5 MB (99.8% refs.pt, 48 copies of 12 references); both backends
 (276 cells) 462.9 s in the run after 35 min waiting for the build lock, 2.96 GB; its warm rerun
-was cold again (a harness/stages commit landed in between). Plug-in builds in the cache: patched
+was cold again (a harness/stages commit landed in between: 350.8 s); a third run on that cache
+served 275/276: 157.3 s (2.94x / 2.23x), statuses 276/276 equal. Plug-in builds in the cache: patched
 seeded from the stock tree 18.1-39.9 s, patched cold 203.6-932.4 s, stock cold 194.3 s (1.5.1)
 and 676.9 s (1.4.1). docs/performance.md ("The release sweep") has the table.
 
