@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -211,3 +212,24 @@ def test_a_failing_control_the_diff_turns_right_is_no_move():
         cell("c", "control", "PASS", "PASS")))
     assert v.validated and not v.controls_moved
     assert v.summary().endswith("1 controls unchanged; also 1 failing control(s) right")
+
+
+def test_repros_run_with_a_named_interpreter(tmp_path):
+    """--python: each repro.py runs with that interpreter (a maintainer's fresh venv), isolated."""
+    from harness.run.upstream import run_one
+
+    script = "import sys\nprint('STATUS: PASS', sys.flags.isolated)\n"
+    status, out = run_one(script, None, python=sys.executable)
+    assert (status, out) == ("PASS", "STATUS: PASS 1")
+
+
+@pytest.mark.parametrize("extra, said", [
+    (["--python", "/nonexistent/python", "--run-repros"], "not an executable interpreter"),
+    (["--python", sys.executable], "--python goes with --run-repros")])
+def test_python_without_an_interpreter_or_repros_is_one_line(tmp_path, extra, said):
+    done = subprocess.run([sys.executable, "-m", "harness", "upstream", str(tmp_path),
+                           "--out", str(tmp_path / "drafts"), *extra],
+                          capture_output=True, text=True)
+    assert done.returncode == 2
+    assert said in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "drafts").exists()

@@ -8,6 +8,7 @@ validation.log; ``--patches FIX,...`` does that for the named fixes' diffs witho
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from harness.cli.common import EXIT_OK, UsageError, check_known_issues, read_matrix
@@ -21,6 +22,10 @@ def add_parsers(sub) -> None:
     up.add_argument("--run-repros", action="store_true",
                     help="run each repro.py alone (fresh Python, the run's Vulkan plug-in by "
                     "$VULKAN_RUNTIME) and put what it printed into the draft")
+    up.add_argument("--python", metavar="PYTHON",
+                    help="with --run-repros: the interpreter each repro.py runs with (e.g. a "
+                    "fresh venv's bin/python with only torch and executorch installed; default: "
+                    "this one, isolated with -I)")
     up.add_argument("--validate-at", metavar="REF_OR_CHECKOUT",
                     help="run each draft's upstream diff at this ExecuTorch commit (with "
                     "--source) or checkout, clean and patched, on the finding's cells and the "
@@ -67,6 +72,10 @@ def cmd_upstream(args) -> int:
     from harness.results import upstream
 
     chosen = check_validate_args(args)
+    if args.python and not args.run_repros:
+        raise UsageError("--python goes with --run-repros")
+    if args.python and not (Path(args.python).is_file() and os.access(args.python, os.X_OK)):
+        raise UsageError(f"--python {args.python}: not an executable interpreter")
     try:
         upstream.check_out(args.out)
     except ValueError as e:
@@ -83,7 +92,7 @@ def cmd_upstream(args) -> int:
     if args.run_repros:
         from harness.run.upstream import run_repros
 
-        run_repros(args.dir, drafts)
+        run_repros(args.dir, drafts, python=args.python)
     if args.validate_at:
         from harness.run.upstream import validate_drafts
 

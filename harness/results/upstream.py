@@ -495,7 +495,9 @@ def issue_markdown(d: Draft, header: RunHeader) -> str:
              scrub(d.repro_output).rstrip("\n"), "```", ""] if d.repro_output else []),
           "## Expected vs actual", "",
           "- expected: the eager PyTorch module's output (the quantized eager model for int8), "
-          "within fp32 `1e-4 + 1e-4 |ref|`, one output step for int8, 4 eps steps for fp16",
+          "within the rounding-error bound of a float64 reference for fp32/fp16/bf16 (per "
+          "element `2((gamma_K + r u) M + u |ref|)`, M = |W| conv |X| + |b|, computed in repro.py, "
+          "which prints the worst error as a multiple of it), one output step for int8",
           f"- actual: **{d.stated}**" + (f": `{d.detail[:400]}`" if d.detail else "")]
     if d.silent:
         md.append(f"- where the output is wrong: **{f.error_pattern or '-'}** "

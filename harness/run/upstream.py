@@ -20,9 +20,12 @@ from harness.spec import ConvCase
 TIMEOUT_S = 600
 
 
-def run_one(script: str, library: str | None, timeout: float = TIMEOUT_S) -> tuple[str, str]:
+def run_one(script: str, library: str | None, timeout: float = TIMEOUT_S,
+            python: str | None = None) -> tuple[str, str]:
     """(status, output): the STATUS line's status ("CRASH" for a process that died or hung,
-    "?" for one that printed none) and its stdout with the stderr's last lines."""
+    "?" for one that printed none) and its stdout with the stderr's last lines. ``python``: the
+    interpreter (a fresh venv with only torch and executorch, as a maintainer has; default this
+    one, isolated with -I)."""
     env = {k: v for k, v in os.environ.items()
            if k not in ("PYTHONPATH", "CONVCONF_KNOWN_ISSUES", "VULKAN_RUNTIME")}
     if library:
@@ -31,7 +34,7 @@ def run_one(script: str, library: str | None, timeout: float = TIMEOUT_S) -> tup
         path = Path(where) / "repro.py"
         path.write_text(script)
         try:
-            proc = subprocess.run([sys.executable, "-I", str(path)], capture_output=True,
+            proc = subprocess.run([python or sys.executable, "-I", str(path)], capture_output=True,
                                   text=True, timeout=timeout, cwd=where, env=env)
         except subprocess.TimeoutExpired:
             return "CRASH", f"(no result in {timeout:.0f} s)"
@@ -44,13 +47,13 @@ def run_one(script: str, library: str | None, timeout: float = TIMEOUT_S) -> tup
     return status, text
 
 
-def run_repros(run_dir: Path, drafts: list, log=print) -> None:
+def run_repros(run_dir: Path, drafts: list, log=print, python: str | None = None) -> None:
     """Run every draft's repro.py alone and record what it printed (upstream.render again)."""
     header = RunFolder(run_dir).header()
     for d in drafts:
         lane = Lane.of(d.cell.backend, "")
         library = repro.run_runtime_library(run_dir, lane) if lane.backend == "vulkan" else None
-        d.repro_status, d.repro_output = run_one(d.repro, library)
+        d.repro_status, d.repro_output = run_one(d.repro, library, python=python)
         upstream.render(d, header)
         log(f"  {d.folder}: repro.py printed STATUS: {d.repro_status} (stated {d.stated})")
 
