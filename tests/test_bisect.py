@@ -493,3 +493,23 @@ def test_vulkan_first_commit_and_its_parent_with_plugins_built_from_each(tmp_pat
     steps = [json.loads(p.read_text()) for p in sorted((tmp_path / "steps").glob("*.json"))]
     assert [s["outcome"] for s in steps] == ["MISMATCH", "PASS"]
     assert all("Vulkan plug-in built from" in s["rests_on"]["native"] for s in steps)
+
+
+def test_a_split_findings_first_part_is_named_by_its_exact_id(tmp_path):
+    """F-x (a split finding's first part) is a prefix of its other parts' F-x.yyyy: the exact id
+    picks it; a prefix of both is refused naming both."""
+    run, case = _run_folder(tmp_path)
+    data = json.loads((run / "findings.json").read_text())
+    part = json.loads(json.dumps(data["findings"][0]))
+    part["id"] = "F-1234abcd.9f00"
+    part["example"]["backend"] = "xnnpack"
+    data["findings"].append(part)
+    (run / "findings.json").write_text(json.dumps(data))
+    repo = make_repo(tmp_path)
+    picked = harness("bisect-step", "--run", str(run), "--finding", "F-1234ABCD", "--source",
+                     str(repo), "--commit", "c3", "--work", str(tmp_path / "w"))
+    assert picked.returncode == 125, picked.stdout + picked.stderr  # resolved: the vulkan cell
+    refused = harness("bisect", "--run", str(run), "--finding", "F-1234", "--source", str(repo),
+                      "--good", "c1", "--bad", "c12", "--out", str(tmp_path / "out"))
+    assert refused.returncode == 2
+    assert "F-1234abcd, F-1234abcd.9f00" in refused.stderr, refused.stderr

@@ -95,9 +95,14 @@ def _from_run(args, where: Path | None) -> None:
             found = json.loads(path.read_text()).get("findings", [])
         except ValueError as e:
             raise UsageError(f"{path}: unreadable ({e})") from None
-        hits = [f for f in found if f.get("id", "").lower().startswith(args.finding.lower())]
+        wanted = args.finding.lower()
+        # an exact id first: a split finding's first part keeps its id F-x, which is a prefix of
+        # its other parts' F-x.yyyy, so a prefix alone could never pick it
+        hits = [f for f in found if f.get("id", "").lower() == wanted] or \
+            [f for f in found if f.get("id", "").lower().startswith(wanted)]
         if len(hits) != 1:
-            have = ", ".join(f.get("id", "?") for f in found[:6]) or "none"
+            have = ", ".join(f.get("id", "?") for f in (hits if len(hits) > 1 else found)[:6]) \
+                or "none"
             raise UsageError(f"{'no' if not hits else len(hits)} findings {args.finding!r} in "
                              f"{path} (findings: {have}{', ...' if len(found) > 6 else ''})")
         ex = hits[0].get("example") or {}
