@@ -254,3 +254,17 @@ def test_where_the_output_is_wrong_splits_mismatch_findings_and_other_sizes_stay
 
     verdict = baseline.classify(df, baseline.Baseline("old", {legacy.id}))
     assert all(v.startswith("known: ") for v in verdict)
+
+
+def test_a_try_lands_in_a_finding_only_at_its_culprit():
+    """Two bugs can share a key (the runtime says the same words); a shrink or diagnosis try
+    lands in the finding only at the same culprit component, where both name one."""
+    from harness.results.findings import Finding, lands_in
+
+    f = Finding("F-678cb295", "xnnpack", "RUNTIME_ERROR", "sig", 1, ["xnnpack"], ["c"], {},
+                component="delegate:xnnpack:XNNConvTranspose2d", aliases=["F-678cb295"])
+    assert lands_in("F-678cb295", f, "delegate:xnnpack:XNNConvTranspose2d")
+    assert not lands_in("F-678cb295", f, "delegate:xnnpack:XNNConv2d")
+    assert lands_in("F-678cb295", f)  # the try's culprit unknown: the key decides
+    assert not lands_in("F-00000000", f, "delegate:xnnpack:XNNConvTranspose2d")
+    assert not lands_in("", f)

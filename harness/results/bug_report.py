@@ -186,7 +186,8 @@ def _releases(f: findings_mod.Finding, runs: list[Path]) -> list[str]:
         header = folder.header()  # RunFolderError (ValueError): one line
         cells = folder.cells()
         v = header.versions
-        hit = [c for c in cells if findings_mod.lands_in(findings_mod.cell_finding_id(c), f)]
+        hit = [c for c in cells if findings_mod.lands_in(findings_mod.cell_finding_id(c), f,
+                                                         c.component)]
         mine = [c for c in cells if c.case_id in set(f.case_ids)
                 and findings_mod.family(c.backend) in f.backend.split(",")]
         statuses = sorted({c.status for c in mine})

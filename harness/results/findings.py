@@ -331,10 +331,15 @@ def cells_of(f: Finding, cells: list[CellResult]) -> list[CellResult]:
     return [c for c in cells if c.key in keys]
 
 
-def lands_in(key_id: str, f: Finding) -> bool:
+def lands_in(key_id: str, f: Finding, component: str = "") -> bool:
     """Whether a cell whose key id (``cell_finding_id``) is ``key_id`` lands in ``f``: its own
-    key, or one merged into it, or the key it is a split part of (a shrink or diagnosis try)."""
-    return bool(key_id) and key_id in (f.aliases or [f.id])
+    key, or one merged into it, or the key it is a split part of (a shrink or diagnosis try),
+    and, where both name one, at the same culprit ``component``. A key can be shared by two bugs
+    whose runtime says the same words: XNNPACK's "Propagating input shapes failed" for a
+    transposed conv's output padding and for a channels-last 1x1 conv; a shrink that accepted
+    the second for the first drafted the tconv fix's issue around a Conv2d (nightly, 2026-12-07)."""
+    same_key = bool(key_id) and key_id in (f.aliases or [f.id])
+    return same_key and (not component or not f.component or component == f.component)
 
 
 def known_as(f: Finding, ids) -> str:

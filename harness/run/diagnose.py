@@ -56,7 +56,7 @@ def diagnose(f: Finding, lab: Lab, budget_s: float) -> Diagnosis:
     if time.monotonic() >= deadline:
         return done(_ran_out(d))
     control = lab.run(case, lane)
-    d.control, d.control_keeps = control.status, lands_in(control.finding, f)
+    d.control, d.control_keeps = control.status, lands_in(control.finding, f, control.component)
     if not d.control_keeps:
         return done(f"the representative {case.case_id} itself no longer lands in the finding "
                     f"({control.status}{' ' + control.finding if control.finding else ''}): "
@@ -66,7 +66,7 @@ def diagnose(f: Finding, lab: Lab, budget_s: float) -> Diagnosis:
             return done(_ran_out(d))
         t = lab.run(s.case, lane)
         d.variants.append(Variant(s.field, s.change, s.case.case_id, t.status, t.finding,
-                                  lands_in(t.finding, f)))
+                                  lands_in(t.finding, f, t.component)))
     return done("" if steps else "no legal one-step variant")
 
 

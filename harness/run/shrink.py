@@ -130,6 +130,7 @@ class Try:
     """What one follow-up cell did: its status and the finding it landed in ("" for none)."""
     status: str
     finding: str
+    component: str = ""  # the culprit (record.CellResult.component; "" when unknown)
 
 
 class Lab:
@@ -155,8 +156,8 @@ class Lab:
         if df is not None:  # the run's own cells are answers already: a try that asks runs none
             for row in df.to_dict(orient="records"):
                 lane = Lane.of(row["backend"], row["fixes"])
-                self._answers[(lane.name, row["case_id"])] = Try(row["status"],
-                                                                 cell_finding_id(row) or "")
+                self._answers[(lane.name, row["case_id"])] = Try(
+                    row["status"], cell_finding_id(row) or "", str(row.get("component") or ""))
 
     def __enter__(self) -> Lab:
         return self
@@ -199,14 +200,14 @@ class Lab:
         if result is None:  # worded as the run words a crash: what killed it, what it printed
             said = workers.crash_output(self.log_dir, task.tag)
             message = death + (f"; it printed: {said}" if said else "")
-            status = Status.CRASH.value
+            status, component = Status.CRASH.value, ""
             fid = finding_id(lane.backend_column, status, message)
         else:
-            status = result.status
+            status, component = result.status, result.component or ""
             fid = finding_id(result.backend, result.status, result.message, result.error_pattern)
         self.tries += 1
         self.seconds += time.monotonic() - t0
-        self._answers[key] = Try(status, fid or "")
+        self._answers[key] = Try(status, fid or "", component)
         return self._answers[key]
 
 
@@ -228,7 +229,8 @@ def shrink(finding: Finding, budget_s: float, lab: Lab) -> Shrunk:
             return seen.get(case.case_id, False)
         if lab.known(case, lane) is None:
             tries += 1
-        seen[case.case_id] = lands_in(lab.run(case, lane).finding, finding)
+        got = lab.run(case, lane)
+        seen[case.case_id] = lands_in(got.finding, finding, got.component)
         return seen[case.case_id]
 
     base = ConvCase.from_dict(example["case"])
@@ -254,7 +256,8 @@ def from_baseline(finding: Finding, stored: dict, lab: Lab) -> Shrunk | None:
     if lab.problem(lane):
         return None
     start, ran = time.monotonic(), lab.known(case, lane) is None
-    if not lands_in(lab.run(case, lane).finding, finding):
+    got = lab.run(case, lane)
+    if not lands_in(got.finding, finding, got.component):
         return None
     return Shrunk(finding.id, case, round(time.monotonic() - start, 1), int(ran),
                   "the baseline's minimal case, still in this finding: not shrunk again")
