@@ -150,20 +150,8 @@ def releases(session):
         if here:
             session.log(f"executorch {release} with torch {pairs[release]} is installed here: "
                         f"its leg runs in this environment (no venv)")
-        elif not venv.exists():
-            started = time.monotonic()
-            session.run("python", "-m", "venv", str(venv))
-            session.run(python, "-m", "pip", "install", "-q", f"torch=={pairs[release]}")
-            session.run(python, "-m", "pip", "install", "-q", f"executorch=={release}")
-            session.run(python, "-m", "pip", "install", "-q", "--no-deps", "-e", ".")
-            # the project's other dependencies, as pyproject.toml names them (matplotlib too: the
-            # findings' pictures), torch and executorch being this release's pair above
-            session.run(python, "-m", "pip", "install", "-q", *_dependencies_besides(
-                "torch", "executorch"))
-            seconds = round(time.monotonic() - started, 1)
-            (venv / "convconf-install.json").write_text(json.dumps(
-                {"executorch": release, "torch": pairs[release], "install_s": seconds}))
-            session.log(f"venv for executorch {release}: installed in {seconds} s")
+        else:
+            _make_venv(session, release, pairs[release])
         # The Vulkan plug-in for this release (a cache hit after the first time). Where it cannot
         # be built the lane is NO_RUNTIME in that release's run; the reason is kept beside it.
         said = session.run(python, "-m", "harness", "runtime", "build", "vulkan", silent=True,
@@ -245,9 +233,9 @@ def premerge(session):
                     "(commit them to have each flip named by its commit)")
 
 
-def _release_venv(session, release: str, torch: str) -> str:
-    """runs/releases/venv-RELEASE as the ``releases`` session makes it (kept: made once), and the
-    release's Vulkan plug-in (a cache hit after the first time); -> its python."""
+def _make_venv(session, release: str, torch: str) -> str:
+    """runs/releases/venv-RELEASE with that release's torch and executorch and convconf
+    (editable) with its other dependencies, made once (kept) -> its python."""
     venv = Path("runs/releases") / f"venv-{release}"
     python = str(venv / "bin" / "python")
     if not venv.exists():
@@ -256,11 +244,22 @@ def _release_venv(session, release: str, torch: str) -> str:
         session.run(python, "-m", "pip", "install", "-q", f"torch=={torch}")
         session.run(python, "-m", "pip", "install", "-q", f"executorch=={release}")
         session.run(python, "-m", "pip", "install", "-q", "--no-deps", "-e", ".")
+        # the project's other dependencies, as pyproject.toml names them (matplotlib too: the
+        # findings' pictures), torch and executorch being this release's pair above
         session.run(python, "-m", "pip", "install", "-q", *_dependencies_besides(
             "torch", "executorch"))
         seconds = round(time.monotonic() - started, 1)
         (venv / "convconf-install.json").write_text(json.dumps(
             {"executorch": release, "torch": torch, "install_s": seconds}))
+        session.log(f"venv for executorch {release}: installed in {seconds} s")
+    return python
+
+
+def _release_venv(session, release: str, torch: str) -> str:
+    """runs/releases/venv-RELEASE as the ``releases`` session makes it (kept: made once), and the
+    release's Vulkan plug-in (a cache hit after the first time); -> its python."""
+    venv = Path("runs/releases") / f"venv-{release}"
+    python = _make_venv(session, release, torch)
     said = session.run(python, "-m", "harness", "runtime", "build", "vulkan", silent=True,
                        success_codes=[0, 1, 2]) or ""
     (venv.parent / f"{release}-vulkan-runtime.txt").write_text(said)
