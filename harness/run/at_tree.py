@@ -29,6 +29,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from harness.run.bisect_step import lowered_dir, overlay_dir
 from harness.runtimes import RuntimeBuildError, cache_root, git_source, tree as tree_mod
 from harness.runtimes.tree import EtTree, TreeError
 
@@ -74,7 +75,7 @@ def read_tree(executorch: str | None, source: str | None, tree_dir: str | None,
 
 def overlay_for(tree: EtTree, cache: str | None = None) -> Path:
     """The tree's Python over the wheel, kept per Python digest."""
-    dest = cache_root(cache) / "trees" / "overlays" / tree.python_digest
+    dest = overlay_dir(tree.python_digest, cache)
     if not (dest / "OVERLAY.json").is_file():
         try:
             git_source.overlay_from_dir(Path(tree.path), dest.with_name(dest.name + ".tmp"),
@@ -144,7 +145,7 @@ def prepare(args) -> tuple[EtTree, Path]:
 
 def lowering_cache(tree: EtTree, cache: str | None = None) -> Path:
     """Where a run at ``tree`` keeps its lowered programs: one folder per Python digest."""
-    return cache_root(cache) / "trees" / "lowered" / tree.python_digest
+    return lowered_dir(tree.python_digest, cache)
 
 
 def run(args, argv: list[str]) -> int:
@@ -180,7 +181,7 @@ def resume(args, argv: list[str]) -> int | None:
     if not record.is_file():
         return None
     tree = EtTree.from_dict(json.loads(record.read_text()))
-    overlay = cache_root(args.cache_dir) / "trees" / "overlays" / tree.python_digest
+    overlay = overlay_dir(tree.python_digest, args.cache_dir)
     if not (overlay / "OVERLAY.json").is_file():
         raise TreeError(f"--resume {args.resume}: the overlay of {tree.label} ({overlay}) is "
                         f"gone: run it again")

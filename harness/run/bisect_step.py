@@ -299,7 +299,7 @@ def overlay_and_digest(repo: Repo, commit: str, dest: Path, wheel: Path,
     n = git_source.export(repo, commit, [*git_source.OVERLAID, *git_source.PROGRAM_SCHEMAS],
                           tmp, keep=lambda name: name.endswith(git_source.DATA_SUFFIXES))
     digest = git_source.files_digest(tmp, git_source.python_files(tmp))[:16]
-    shared = cache_root(cache) / "trees" / "overlays" / digest
+    shared = overlay_dir(digest, cache)
     if (shared / "OVERLAY.json").is_file():
         shutil.rmtree(dest, ignore_errors=True)
         return shared, digest
@@ -321,6 +321,12 @@ def vulkan_plugin(repo: Repo, commit: str, dest: Path, cache: str | None = None,
     range change no Vulkan source). -> ``git_source.PluginBuild``."""
     return git_source.build_vulkan_from_dir(vulkan_source(repo, commit, dest), commit, cache,
                                             log=log, date=repo.info(commit).date)
+
+
+def overlay_dir(python_digest: str, cache: str | None = None) -> Path:
+    """Where the overlay of a Python side with this digest is kept: runs at trees, bisect steps
+    and upstream validation share it."""
+    return cache_root(cache) / "trees" / "overlays" / python_digest
 
 
 def lowered_dir(python_digest: str, cache: str | None = None) -> Path:

@@ -145,11 +145,11 @@ def values_on_wheel(work: Path, case_ids: list[str], backend: str, log=print) ->
     import json
 
     from harness.run import at_tree
-    from harness.runtimes import cache_root
+    from harness.run.bisect_step import overlay_dir
     from harness.runtimes.tree import EtTree
 
     tree = EtTree.from_dict(json.loads((work / "patched" / "executorch-tree.json").read_text()))
-    overlay = cache_root(None) / "trees" / "overlays" / tree.python_digest
+    overlay = overlay_dir(tree.python_digest)
     entries = [e for e in json.loads((work / "cases.json").read_text())
                if ConvCase.from_dict(e["case"]).case_id in case_ids]
     cases = work / "wheel-cases.json"
@@ -178,11 +178,11 @@ def run_et_tests(record: Path, tests: list[tuple[str, str]], timeout: float = TI
     import re
 
     from harness.run import at_tree, etsuite
-    from harness.runtimes import cache_root
+    from harness.run.bisect_step import overlay_dir
     from harness.runtimes.tree import EtTree
 
     tree = EtTree.from_dict(json.loads(record.read_text()))
-    overlay = cache_root(None) / "trees" / "overlays" / tree.python_digest
+    overlay = overlay_dir(tree.python_digest)
     out = []
     for path, select in tests:
         key = None
