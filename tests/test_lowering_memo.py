@@ -15,10 +15,12 @@ from harness.stages.cell import prepare
 from harness.stages.prepare import prepare_case
 from harness.spec import ConvCase
 
-# stock, one graph fix, one runtime fix (its program is the stock one by construction) and every
-# fix of the backend together (--fixes all), per backend
+# stock, one graph fix, one runtime fix (its program is the stock one by construction), the two
+# fixes whose partitioner rule (Fix.patch) declines nodes none of these cases has (their lanes
+# reuse the program without the rule) and every fix of the backend together (--fixes all)
 LANES = [Lane("vulkan"), Lane("vulkan", ("vulkan-conv-padding",)),
-         Lane("vulkan", ("vk-conv-int-list-broadcast",)),
+         Lane("vulkan", ("vk-conv-int-list-broadcast",)), Lane("vulkan", ("vk-tconv-dilation",)),
+         Lane("vulkan", ("vk-channels-last-input",)),
          Lane("vulkan", tuple(fixes.for_backend(fixes.names(), "vulkan"))), Lane("xnnpack"),
          Lane("xnnpack", ("xnnpack-conv1d-same-even",)),
          Lane("xnnpack", tuple(fixes.for_backend(fixes.names(), "xnnpack")))]
@@ -116,6 +118,25 @@ def test_the_probe_sees_what_the_partitioner_of_a_full_lowering_is_handed():
         assert probe_identity(stock.base, backend, names) == full.identity, names
     assert probe_identity(stock.base, backend, ["vulkan-conv-padding"]) != stock.identity
     assert probe_identity(stock.base, backend, ["vk-grouped-split"]) == stock.identity
+
+
+def test_a_partitioner_rule_reuses_only_where_no_node_is_one_it_declines():
+    """vk-tconv-dilation's rule (the partitioner declines a transposed conv with dilation > 1):
+    on a dilated transposed conv it acts (lowered anew: the conv stays outside the delegate, other
+    bytes); on a transposed conv without dilation no node is one it declines, so the lane is the
+    stock program, byte for byte, not lowered again."""
+    fixed = Lane("vulkan", ("vk-tconv-dilation",))
+    dilated = ConvCase(dim=2, in_channels=4, out_channels=4, kernel_size=3, dilation=2,
+                       transposed=True, input_shape=(1, 4, 6, 6))
+    acts = prepare_case(dilated, [Lane("vulkan"), fixed])
+    assert acts[fixed].reused_from == "" and acts[fixed].pte is not None
+    assert acts[fixed].pte != acts[Lane("vulkan")].pte
+    assert acts[fixed].undelegated_ops.get("aten.convolution") == 1, acts[fixed].undelegated_ops
+    plain = ConvCase(dim=2, in_channels=4, out_channels=4, kernel_size=3, transposed=True,
+                     input_shape=(1, 4, 6, 6))
+    alike = prepare_case(plain, [Lane("vulkan"), fixed])
+    assert alike[fixed].reused_from == "stock"
+    assert alike[fixed].pte == alike[Lane("vulkan")].pte
 
 
 def test_memo_is_scoped_and_restores_the_registry():

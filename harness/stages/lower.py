@@ -154,16 +154,14 @@ def probe_identity(base, backend: Backend, fix_names) -> str | None:
     ``base`` (a Watch's): the lane's fix passes applied to a copy of it as
     ``to_edge_transform_and_lower`` applies them (``EdgeProgramManager.transform``, then
     ``lift_constant_tensor_pass`` on every method). None when that cannot be told here (a fix
-    that patches the builder, a pass that raises, an ExecuTorch without those steps): then the
-    lane is lowered."""
+    whose builder patch could act on the program, ``Fix.patch_acts_on``; a pass that raises; an
+    ExecuTorch without those steps): then the lane is lowered."""
     from executorch.exir import to_edge_transform_and_lower
 
-    if not comparable(fix_names):
-        return None
     steps = importlib.import_module(to_edge_transform_and_lower.__module__)
     lift = getattr(steps, "lift_constant_tensor_pass", None)
-    passes = [p for n in fix_registry.ordered(fix_names)
-              for p in fix_registry.get(n).transform_passes()]
+    ordered = [fix_registry.get(n) for n in fix_registry.ordered(fix_names)]
+    passes = [p for fix in ordered for p in fix.transform_passes()]
     try:
         with backend.lowering_context(), cia_ops_once():
             edge = copy.deepcopy(base)
@@ -173,6 +171,8 @@ def probe_identity(base, backend: Backend, fix_names) -> str | None:
                 edge = edge.transform(passes)
                 for method in edge.methods:
                     lift(edge.exported_program(method))
+            if any(fix.patch_acts_on(edge) is not False for fix in ordered):
+                return None
             return program_identity(edge)
     except Exception:  # the lane's own lowering will raise it, with its traceback
         return None

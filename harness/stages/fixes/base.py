@@ -42,10 +42,25 @@ class Fix:
     def patch(self):
         return contextlib.nullcontext()
 
+    def patch_acts_on(self, edge_manager) -> bool | None:
+        """Whether ``patch`` can change how this program (an EdgeProgramManager, the lane's fix
+        passes applied: what the partitioner is handed) lowers; None: cannot be told, so the
+        lane is lowered. False for a fix without a patch. A fix whose patch is a partitioner
+        rule (``vk_util.vulkan_partitioner_declines``) says whether any node of the program is
+        one its rule declines: where none is, the lowering is byte for byte the one without
+        the patch (tests/test_lowering_memo.py), so the lane may reuse that program."""
+        return None if type(self).patch is not Fix.patch else False
+
 
 def is_call(node, name: str) -> bool:
     """``node`` is an FX call of an op whose qualified name contains ``name``."""
     return isinstance(node, torch.fx.Node) and node.op == "call_function" and name in str(node.target)
+
+
+def any_node(edge_manager, predicate) -> bool:
+    """Whether ``predicate`` holds for some node of some method of an EdgeProgramManager."""
+    return any(predicate(node) for method in edge_manager.methods
+               for node in edge_manager.exported_program(method).graph.nodes)
 
 
 def pass_result(graph_module, modified: bool) -> PassResult:

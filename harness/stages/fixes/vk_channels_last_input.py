@@ -42,7 +42,7 @@ from __future__ import annotations
 import torch
 
 from harness.stages.fixes import register
-from harness.stages.fixes.base import Fix
+from harness.stages.fixes.base import Fix, any_node
 from harness.stages.fixes.vk_util import (KEPT_META, ProgramPass, dim_order, edge_ops, finish,
                                           graph_fake_mode, is_contiguous, is_contiguous_order,
                                           program_pass_problem, recompute,
@@ -183,3 +183,6 @@ class VkChannelsLastInput(Fix):
 
     def patch(self):
         return decline_dim_order_changes()
+
+    def patch_acts_on(self, edge_manager) -> bool:
+        return any_node(edge_manager, _changes_dim_order)

@@ -22,7 +22,7 @@ Not reported upstream as of 2026-12-07.
 from __future__ import annotations
 
 from harness.stages.fixes import register
-from harness.stages.fixes.base import Fix, is_call
+from harness.stages.fixes.base import Fix, any_node, is_call
 from harness.stages.fixes.vk_util import DILATION, TRANSPOSED, vulkan_partitioner_declines
 
 REASON = "transposed conv with dilation > 1 (Convolution.cpp check_conv2d_params refuses it)"
@@ -53,3 +53,6 @@ class VkTconvDilation(Fix):
 
     def patch(self):
         return vulkan_partitioner_declines(dilated_transposed_conv, REASON)
+
+    def patch_acts_on(self, edge_manager) -> bool:
+        return any_node(edge_manager, dilated_transposed_conv)
