@@ -297,3 +297,29 @@ def test_one_seed_per_night_reaches_every_shard_and_the_state_travels_between_jo
     assert any(s["with"]["name"] == "nightly-learned" for s in uses("merge",
                                                                     "actions/upload-artifact"))
     assert wf["permissions"] == {"contents": "read"}  # the nightly never writes the repository
+
+
+def test_the_scheduled_night_follows_executorch_main_and_can_judge_every_lane_there():
+    """The nightly's default is ExecuTorch main (issue 50; a release night is a dispatch input):
+    the shards' checkout of main carries its history and tags (blobless), so the wheel's own
+    commit is there to tell whether main's XNNPACK / kernel code equals the wheel's (else every
+    such cell is NO_RUNTIME); the merge job outlives the bisect it runs, with the shards'
+    plug-ins and a Vulkan device for the steps."""
+    wf = _workflow("nightly.yml")
+    assert wf["on"]["workflow_dispatch"]["inputs"]["executorch"]["default"] == "main"
+    setup = wf["jobs"]["setup"]
+    args = next(s for s in setup["steps"] if s.get("id") == "args")
+    assert args["env"]["EXECUTORCH"] == "${{ inputs.executorch || 'main' }}"
+    main = next(s for s in wf["jobs"]["shard"]["steps"] if s.get("name") == "ExecuTorch main")
+    assert main["with"]["fetch-depth"] == 0 and main["with"]["filter"] == "blob:none"
+    merge = wf["jobs"]["merge"]
+    bisect = next(s["run"] for s in merge["steps"] if "bisect --run-diff" in s.get("run", ""))
+    minutes = int(re.search(r"timeout (\d+)m python -m harness bisect", bisect).group(1))
+    assert merge["timeout-minutes"] >= minutes + 30, (merge["timeout-minutes"], minutes)
+    names = [s.get("name", "") for s in merge["steps"]]
+    steps = {s.get("name", ""): s for s in merge["steps"]}
+    flips = names.index("Flips since the last main night, each bisected to its commit")
+    for needed in ("The shards' Vulkan plug-ins and build tree (main night)",
+                   "Vulkan device packages (main night)"):
+        assert names.index(needed) < flips, needed
+        assert steps[needed]["if"] == "${{ env.EXECUTORCH == 'main' }}"
