@@ -51,7 +51,9 @@ def test_an_entry_carries_the_sha256_of_its_content(template):
     sums = meta[cache_mod.CHECKS]
     assert set(sums) == {"program.pte", "refs.pt", "meta.json"}
     assert sums["program.pte"] == cache_mod.sha256((entry / "program.pte").read_bytes())
-    assert sums["refs.pt"] == cache_mod.sha256((entry / "refs.pt").read_bytes())
+    blob = cache_mod.named_blob(entry)  # the references, kept once under the root (#50)
+    assert blob == cache_mod.blob_path(entry.parent.parent, sums["refs.pt"])
+    assert sums["refs.pt"] == cache_mod.sha256(blob.read_bytes())
     assert sums["meta.json"] == cache_mod.meta_digest(meta)
 
 
@@ -62,9 +64,10 @@ def _truncate(entry):
 
 def _flip(name):
     def flip(entry):
-        data = bytearray((entry / name).read_bytes())
+        path = cache_mod.named_blob(entry) if name == "refs.pt" else entry / name
+        data = bytearray(path.read_bytes())
         data[len(data) // 2] ^= 0x10
-        (entry / name).write_bytes(bytes(data))
+        path.write_bytes(bytes(data))
     return flip
 
 
@@ -83,9 +86,23 @@ def _lose_program(entry):
     (entry / "program.pte").unlink()
 
 
+def _lose_references(entry):
+    cache_mod.named_blob(entry).unlink()
+
+
 CORRUPTIONS = {"truncated program": _truncate, "bit-flipped program": _flip("program.pte"),
                "bit-flipped references": _flip("refs.pt"), "torn meta.json": _tear_meta,
-               "edited verdict": _edit_meta, "program missing": _lose_program}
+               "edited verdict": _edit_meta, "program missing": _lose_program,
+               "references missing": _lose_references}
+
+
+def _restore(template, store: cache_mod.Cache, entry: Path) -> None:
+    """What the next lowering stores: the entry, and its references blob where it went."""
+    shutil.copytree(template[1], entry)
+    blob = cache_mod.named_blob(entry)
+    if not blob.exists():
+        blob.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(cache_mod.named_blob(template[1]), blob)
 
 
 @pytest.mark.parametrize("corrupt", CORRUPTIONS.values(), ids=CORRUPTIONS.keys())
@@ -101,7 +118,7 @@ def test_a_corrupt_entry_is_a_miss_named_in_one_line_and_replaced(corrupt, templ
     assert not entry.exists()  # set aside: the next store is not refused by a stale folder
     assert (store.hits, store.misses, store.replaced) == (0, 1, 1)
     assert len((store.root / cache_mod.REPLACED_LOG).read_text().splitlines()) == 1
-    shutil.copytree(template[1], entry)  # what the next lowering stores: taken, never refused
+    _restore(template, store, entry)  # what the next lowering stores: taken, never refused
     served = store.load(CASE.case_id, XNN)
     assert served is not None and served.pte == good and store.hits == 1
 
@@ -166,8 +183,13 @@ def test_a_corrupt_plugin_is_never_served(plugin_installed, tmp_path, capfd):
 
 
 def _lowered(template, root: Path, n: int) -> list[Path]:
-    """``n`` copies of the template's entry under other keys, used a day apart (oldest first)."""
+    """``n`` copies of the template's entry under other keys, used a day apart (oldest first),
+    naming one references blob (copied into ``root``, as the lanes of one case do)."""
     _, entry, _ = template
+    blob = cache_mod.named_blob(entry)
+    dest = root / blob.relative_to(template[0])
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(blob, dest)
     made = []
     for i in range(n):
         key = f"{i:02x}" + "a" * 22
@@ -194,8 +216,9 @@ def test_prune_removes_the_cheapest_to_remake_and_least_recently_used_first_neve
     # a bound the paired plug-in alone exceeds: everything else goes, the lowered programs
     # (seconds to make again) first, oldest first, then the other plug-in (minutes), although
     # two lowered programs were used after it
+    blob = cache_mod.named_blob(lowered[0])  # shared: removed with the last program naming it
     done = cache_cli.prune(root, max_bytes=1)
-    assert [i.path for i in done.removed] == [*lowered, other]
+    assert [i.path for i in done.removed] == [*lowered, blob, other]
     assert paired.exists() and vulkan.installed(str(root)).folder == paired
     assert done.after == cache_mod.folder_bytes(paired) and done.freed > 5 * entry_bytes
     # a bound that one lowered program's removal meets: the plug-in stays
@@ -213,7 +236,9 @@ def test_prune_older_than_and_a_bound_that_fits(template, tmp_path):
     old = cache_cli.prune(root, older_than_days=1)
     assert [i.path for i in old.removed] == lowered[:3]
     size = cache_cli.prune(root).after  # no bound, nothing old: nothing removed
-    assert size == sum(cache_mod.folder_bytes(p) for p in lowered[3:])
+    blob = cache_mod.named_blob(lowered[3])  # still named: kept, counted once
+    assert blob.exists()
+    assert size == sum(cache_mod.folder_bytes(p) for p in lowered[3:]) + blob.stat().st_size
     one = cache_mod.folder_bytes(lowered[3])
     kept = cache_cli.prune(root, max_bytes=size - one)  # one entry over: one removed, the oldest
     assert [i.path for i in kept.removed] == [lowered[3]] and kept.after <= size - one
@@ -224,9 +249,10 @@ def test_after_a_run_the_counts_are_recorded_and_the_bound_enforced(template, tm
     root = tmp_path / "cache"
     lowered = _lowered(template, root, 4)
     one = cache_mod.folder_bytes(lowered[0])
+    blob = cache_mod.named_blob(lowered[0]).stat().st_size  # one blob, named by all four
     df = pd.DataFrame({"status": ["PASS", "PASS", "INVALID", "MISMATCH"],
                        "cached": [True, False, False, True]})
-    monkeypatch.setenv(cache_cli.MAX_ENV, str(2 * one + one // 2))
+    monkeypatch.setenv(cache_cli.MAX_ENV, str(2 * one + blob + one // 2))
     done = cache_cli.after_run(str(root), df, tmp_path / "no-run-folder")
     assert [i.path for i in done.removed] == lowered[:2]
     out = " ".join(capsys.readouterr().out.split())  # one line, wrapped to the console

@@ -2,7 +2,8 @@
 (``prune``), as ``ccache -s`` / ``ccache -M`` do for ccache.
 
 The cache (``$CONVCONF_CACHE`` or ``~/.cache/convconf``) holds lowered programs (``<2 hex>/<key>/``,
-stages/cache.py), Vulkan plug-ins per wheel and source (``runtimes/<version>-<commit12>[-p..]/``)
+stages/cache.py) and their references (``refs/<2 hex>/<sha256>.pt``: one per case, whatever its
+number of lanes; info's own line, removed with the last program naming it), Vulkan plug-ins per wheel and source (``runtimes/<version>-<commit12>[-p..]/``)
 with their build trees (``runtimes/build/``) and fetched sources (``runtimes/sources/``), the
 bisect's per-commit plug-ins and build tree (``bisect/``) and the build toolchains
 (``toolchains/``). ``prune`` removes the cheapest to make again first (lowered programs, then
@@ -39,15 +40,19 @@ MAX_ENV = "CONVCONF_CACHE_MAX"
 LAST_RUN = "last-run.json"
 STALE_TEMP_S = 3600  # a writer's temporary folder older than this was left by a killed writer
 
-LOWERED, PLUGINS, BUILD_TREES, SOURCES, BISECT, TOOLCHAINS, OTHER = (
-    "lowered programs", "plug-ins", "plug-in build trees", "plug-in sources", "bisect plug-ins",
-    "toolchains", "other")
-KINDS = (LOWERED, PLUGINS, BUILD_TREES, SOURCES, BISECT, TOOLCHAINS, OTHER)
+LOWERED, REFERENCES, PLUGINS, BUILD_TREES, SOURCES, BISECT, TOOLCHAINS, OTHER = (
+    "lowered programs", "eager references", "plug-ins", "plug-in build trees", "plug-in sources",
+    "bisect plug-ins", "toolchains", "other")
+KINDS = (LOWERED, REFERENCES, PLUGINS, BUILD_TREES, SOURCES, BISECT, TOOLCHAINS, OTHER)
 # The size bound removes the cheapest to make again first, least recently used first within a
 # kind: a lowered program is seconds of lowering, a plug-in or its build tree minutes of
 # compiling. (A plain LRU over everything once let one run's 1.4 GB of fresh lowered programs
 # push out five patched plug-ins and their build trees.) --older-than takes any kind.
-REBUILD_COST = (OTHER, LOWERED, BISECT, SOURCES, BUILD_TREES, PLUGINS, TOOLCHAINS)
+# References (stages/cache.py: one blob per case's content, named by the lowered programs of its
+# lanes) are no kind of their own here: a blob goes with the last lowered program naming it (its
+# bytes freed then, once), and one no program names (an orphan) goes whatever the bound once it
+# is older than STALE_TEMP_S (younger, a writer may be storing the entry that will name it).
+REBUILD_COST = (OTHER, LOWERED, REFERENCES, BISECT, SOURCES, BUILD_TREES, PLUGINS, TOOLCHAINS)
 
 
 @dataclass(frozen=True)
@@ -59,6 +64,7 @@ class Item:
     bytes: int
     last_used: float  # epoch seconds
     keep: str = ""    # why prune never removes it ("": it may)
+    refs: Path | None = None  # a lowered program: the references blob it names (if any)
 
 
 @dataclass
@@ -159,9 +165,19 @@ def inventory(root: Path) -> list[Item]:
     from harness.stages import cache as programs
 
     root = Path(root)
-    items = [Item(LOWERED, "", e.path, e.bytes, e.last_used) for e in programs.entries(root)]
+    lowered = programs.entries(root)
+    items = [Item(LOWERED, "", e.path, e.bytes, e.last_used, refs=e.refs) for e in lowered]
+    named = {e.refs for e in lowered}
     now = time.time()
-    for temp in [*root.glob("[0-9a-f][0-9a-f]/.tmp-*"), *root.glob("[0-9a-f][0-9a-f]/.gone-*")]:
+    for blob in programs.blobs(root):
+        when = _mtime(blob)
+        young = blob not in named and now - when <= STALE_TEMP_S
+        items.append(Item(REFERENCES, "", blob, _size(blob), when,
+                          "being written (no lowered program names it yet)" if young else ""))
+    refs = programs.REFS_DIR
+    for temp in [*root.glob("[0-9a-f][0-9a-f]/.tmp-*"), *root.glob("[0-9a-f][0-9a-f]/.gone-*"),
+                 *root.glob(f"{refs}/[0-9a-f][0-9a-f]/.tmp-*"),
+                 *root.glob(f"{refs}/[0-9a-f][0-9a-f]/.gone-*")]:
         old = now - _mtime(temp) > STALE_TEMP_S  # a live writer's is kept
         items.append(Item(OTHER, "", temp, _size(temp), _mtime(temp),
                           "" if old else "being written"))
@@ -213,23 +229,33 @@ def prune(root: Path, max_bytes: int | None = None, older_than_days: float | Non
           items: list[Item] | None = None) -> Pruned:
     """Remove what was not used for ``older_than_days``, then, until the cache is at most
     ``max_bytes``, the cheapest kind to make again first (REBUILD_COST), least recently used
-    first within it (what prune must keep counts, and may leave it above)."""
-    from harness.stages.cache import remove
+    first within it (what prune must keep counts, and may leave it above). A references blob
+    is counted once and removed with the last lowered program naming it; one no program names
+    goes as a killed writer's leftovers do (inventory keeps a young one)."""
+    from harness.stages.cache import remove, remove_blob
 
     items = inventory(root) if items is None else items
     total = sum(i.bytes for i in items)
     result = Pruned(before=total, after=total)
     cutoff = time.time() - older_than_days * 86400 if older_than_days is not None else None
-    order = sorted((i for i in items if not i.keep),
-                   key=lambda i: (REBUILD_COST.index(i.kind), i.last_used, str(i.path)))
+    blobs = {i.path: i for i in items if i.kind == REFERENCES}
+    users: dict[Path, int] = {}
+    for i in items:
+        if i.kind == LOWERED and i.refs in blobs:
+            users[i.refs] = users.get(i.refs, 0) + 1
+    order = sorted((i for i in items if not i.keep and (i.kind != REFERENCES or not users.get(
+        i.path))), key=lambda i: (REBUILD_COST.index(i.kind), i.last_used, str(i.path)))
     for item in order:
         old = cutoff is not None and item.last_used < cutoff
         over = max_bytes is not None and result.after > max_bytes
-        stale_temp = item.kind == OTHER  # a killed writer's leftovers go whatever the bound
-        if not (old or over or stale_temp):
+        # a killed writer's leftovers, references no lowered program names: whatever the bound
+        stale = item.kind in (OTHER, REFERENCES)
+        if not (old or over or stale):
             continue
         if item.kind == LOWERED:
             gone = remove(item.path)
+        elif item.kind == REFERENCES:
+            gone = remove_blob(item.path)
         else:
             gone = _remove_path(item.path)
             if item.kind == BISECT and item.path.suffix == ".so":
@@ -237,6 +263,15 @@ def prune(root: Path, max_bytes: int | None = None, older_than_days: float | Non
         if gone:
             result.removed.append(item)
             result.after -= item.bytes
+        if gone and item.kind == LOWERED and item.refs in users:
+            users[item.refs] -= 1
+            blob = blobs[item.refs]
+            # its last user gone: the blob goes too, unless a writer refreshed it since the
+            # inventory (storing an entry that names it now)
+            if not users[item.refs] and _mtime(blob.path) <= blob.last_used \
+                    and remove_blob(blob.path):
+                result.removed.append(blob)
+                result.after -= blob.bytes
     return result
 
 
