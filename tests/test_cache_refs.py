@@ -63,6 +63,7 @@ def test_the_lanes_of_a_case_store_one_blob_and_load_equal_references(prepared, 
     root, folders = stored
     refs = prepared[LANES[0]].refs
     assert all(p.refs is refs for p in prepared.values())  # the premise: one object per case
+    assert sum(saved[0] is refs for saved in cache_mod.SAVED) == 1  # serialized once, not 3x
     blobs = cache_mod.blobs(root)
     assert len(blobs) == 1 and [cache_mod.named_blob(f) for f in folders] == blobs * 3
     assert not any((f / "refs.pt").exists() for f in folders)

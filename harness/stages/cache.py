@@ -248,10 +248,10 @@ def remove_blob(path: Path) -> bool:
 
 
 # The last References objects this process serialized: (the object, its digest, its size).
-# A case's lanes share one References object (prepare.py), so its 23 stores serialize it once;
-# the object is held here, so its id is never another's. References are not changed once stored.
-# Two: a case's lanes share one (or, quantized, per quantizer family one) References object;
-# more would keep earlier cases' references (up to 63 MB each) alive in a lowering worker.
+# A case's lanes share one References object (prepare.py: one per quantizer family), so its 23
+# stores serialize it once; the object is held here, so it is never mistaken for another, and
+# references are not changed once stored. Two, not more: they would keep earlier cases'
+# references (up to 63 MB each) alive in a lowering worker.
 SAVED: list = []
 SAVED_MAX = 2
 
