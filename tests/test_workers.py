@@ -94,6 +94,35 @@ def test_pools_keep_at_most_limit_alive_and_finish_every_task(tmp_path):
     assert len(pids) >= 3  # each key's tasks ran in its own pool's worker
 
 
+def test_a_waiting_key_takes_an_idle_pools_place_only_with_a_batch_or_at_the_end(tmp_path):
+    """Pools(batch=3): a key with fewer than 3 tasks queued waits beside an idle pool while more
+    may come (no pool started and closed for one cell); with 3 it takes the idle pool's place,
+    and after ``finish`` (no more tasks) any waiting key does."""
+    made = []
+
+    def make(key):
+        made.append(key)
+        return workers.Pool(jobs=1, timeout=60, log_dir=str(tmp_path / key))
+
+    def task(name):
+        return {"name": name, "kind": "ok"}
+
+    with workers.Pools(make, limit=1, batch=3) as pools:
+        _until_done(pools, [pools.submit("a", _cell, task("a0"))])  # a's pool is idle now
+        b = [pools.submit("b", _cell, task(f"b{i}")) for i in range(2)]
+        _until_done(pools, [pools.submit("a", _cell, task("a1"))])  # a runs where it lives
+        assert pools.live == ["a"] and not any(f.done() for f in b)
+        b.append(pools.submit("b", _cell, task("b2")))
+        _until_done(pools, b)
+        assert made == ["a", "b"] and pools.live == ["b"]
+        c = pools.submit("c", _cell, task("c0"))
+        assert pools.live == ["b"] and not c.done()
+        pools.finish()
+        _until_done(pools, [c])
+    assert made == ["a", "b", "c"]
+    assert [pools.outcome(f)[0]["name"] for f in b] == ["b0", "b1", "b2"]
+
+
 def _alive(pid: int) -> bool:
     """A process that still runs (a zombie, ended and not yet reaped, does not)."""
     try:

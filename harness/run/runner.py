@@ -353,7 +353,7 @@ class _Run:
         # comes (a worker executes on the one library it loaded); EXECUTION_POOLS at a time.
         self.executing = stack.enter_context(workers.Pools(
             lambda library: workers.Pool(log_dir=self.log_dir, **self.args_for(library)),
-            EXECUTION_POOLS))
+            EXECUTION_POOLS, batch=EXECUTION_BATCH * self.config.jobs))
 
     def record(self, row: CellResult) -> None:
         copies = [_same_verdict(row, lane, p, cached) for _, lane, p, cached
@@ -410,6 +410,8 @@ class _Run:
             else:
                 task = CaseTask(case, tuple(case_lanes), self.config.cache_dir)
                 self.pending[self.lowering.submit(prepare_work, task)] = task
+        if not any(isinstance(t, CaseTask) for t in self.pending.values()):
+            self.executing.finish()  # every case came from the cache: no cell is to come
 
     def drain(self) -> None:
         """Until nothing is pending: each finished case handed over, each finished cell
@@ -431,8 +433,9 @@ class _Run:
         self.prepared_cases += 1
         if not any(isinstance(t, CaseTask) for t in self.pending.values()):
             # the last case is lowered: its workers (torch and the lowering stack, ~240 MiB
-            # PSS each) leave before the run's execution tail
+            # PSS each) leave before the run's execution tail, and no cell is to come
             self.lowering.close()
+            self.executing.finish()
         self.bar.set_postfix_str(f"prepared {self.prepared_cases} cases")
         if prepared is not None:
             self.hand_over(task.case, prepared, cached=False)
@@ -489,6 +492,9 @@ class _Run:
 # Execution pools alive at once: every worker holds torch, the lowering stack and a plug-in
 # (about 1 GB); with a plug-in per fix (--fixes each: nine) a pool each ran out of memory.
 EXECUTION_POOLS = 2
+# Cells per worker a plug-in's queue holds before its pool takes an idle one's place while
+# cases are still being lowered (workers.Pools: fewer pool starts; all go at the end)
+EXECUTION_BATCH = 8
 
 
 def verdict_source(config: RunConfig, lane: Lane, prepared: Prepared,

@@ -358,14 +358,27 @@ class Pools:
     per fix (``--fixes each``: nine) that kept ``jobs`` workers per plug-in ran out of memory and
     lost tasks. A key's tasks wait (their futures pending) until its pool is alive; a pool with
     nothing left to do is closed to make room. ``poll`` (after each wait) does that and rescues
-    lost tasks."""
+    lost tasks.
 
-    def __init__(self, make: Callable[[object], Pool], limit: int):
-        self._make, self._limit = make, max(1, limit)
+    A waiting key takes an idle pool's place only with ``batch`` tasks queued, or once
+    ``finish`` says no more are coming: a run's cases come one by one as they are lowered, each
+    with a cell or two per plug-in, and a pool started for one cell and closed for the next
+    key's (two worker starts each, every worker loading torch and a plug-in) made a cold
+    ``--fixes each`` leg start ~30 pools for 12 cases, and a worker still starting when its pool
+    closed printed a traceback (its pool's semaphores gone)."""
+
+    def __init__(self, make: Callable[[object], Pool], limit: int, batch: int = 1):
+        self._make, self._limit, self._batch = make, max(1, limit), max(1, batch)
         self._alive: dict = {}
         self._queued: dict = {}
         self._used: dict = {}
+        self._final = False
         self.timeout: float | None = None
+
+    def finish(self) -> None:
+        """No more tasks will be submitted: every waiting key may take an idle pool's place."""
+        self._final = True
+        self.poll()
 
     def submit(self, key, fn: Callable, task) -> concurrent.futures.Future:
         outer = concurrent.futures.Future()
@@ -379,6 +392,8 @@ class Pools:
         for key in list(self._queued):
             if key not in self._alive:
                 if len(self._alive) >= self._limit:
+                    if len(self._queued[key]) < self._batch and not self._final:
+                        continue  # too few to start a pool for yet: more will come
                     idle = [k for k, p in self._alive.items()
                             if not p.busy() and not self._queued.get(k)]
                     if not idle:
