@@ -36,6 +36,7 @@ and 676.9 s (1.4.1). docs/performance.md ("The release sweep") has the table.
 Usage:
   python benchmarks/bench_releases.py [--cases F.json ...] [--jobs 2] [--python PY]
                                       [--label 1.5.1] [--out DIR] [--skip-leg]
+  python benchmarks/bench_releases.py --sweep 1.3.1 1.5.1 [--out DIR]   (the whole sweep, twice)
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -160,6 +162,39 @@ def extrapolate(cold: dict, warm: dict, builds: pd.DataFrame, installs: dict) ->
             "next_ratio": round(old_next / new_next, 2) if new_next else None}
 
 
+def sweep(releases: list[str], work: Path) -> dict:
+    """The whole ``nox -s releases -- RELEASES`` twice on one fresh $RELEASES_CACHE (the
+    sweep's lowerings): a first sweep (venvs, plug-ins as this machine has them) and the next
+    one, as releases.yml runs it with its cache; per pass the wall seconds, each leg's run
+    (duration, cells, cells served from the cache) and the cache's bytes."""
+    cache = work / "sweep-cache"
+    shutil.rmtree(cache, ignore_errors=True)
+    passes = {}
+    for name in ("first", "next"):
+        env = dict(os.environ, RELEASES_CACHE=str(cache))
+        started = time.perf_counter()
+        done = subprocess.run([sys.executable, "-m", "nox", "-s", "releases", "--", *releases],
+                              cwd=ROOT, env=env, capture_output=True, text=True)
+        wall = time.perf_counter() - started
+        (work / f"sweep-{name}.log").write_text(done.stdout + done.stderr)
+        if done.returncode:
+            sys.exit(f"bench_releases: nox -s releases failed (exit {done.returncode}): "
+                     f"{work / f'sweep-{name}.log'}")
+        legs = {}
+        for release in releases:
+            run = ROOT / "runs" / "releases" / release
+            header = json.loads((run / "run.json").read_text())
+            df = pd.read_csv(run / "matrix.csv")
+            legs[release] = {"run_s": header.get("duration_s"), "cells": len(df),
+                             "served": int(df["cached"].fillna(False).astype(bool).sum())}
+        passes[name] = {"wall_s": round(wall, 1), "legs": legs,
+                        "cache_bytes": folder_bytes(cache) if cache.exists() else 0}
+        print(json.dumps({name: passes[name]}), flush=True)
+    passes["next_vs_first"] = round(passes["first"]["wall_s"] / passes["next"]["wall_s"], 2)
+    print(json.dumps({"next_vs_first": passes["next_vs_first"]}), flush=True)
+    return passes
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cases", nargs="+", default=SUBSET)
@@ -170,10 +205,20 @@ def main() -> None:
     ap.add_argument("--skip-leg", action="store_true", help="plug-ins and venvs only")
     ap.add_argument("--backends", nargs="+", default=None, help="the leg's backends (default: "
                     "the run's, both); the extrapolation then covers only their lanes")
+    ap.add_argument("--sweep", nargs="+", metavar="RELEASE", help="time the whole "
+                    "`nox -s releases -- RELEASE ...` twice on a fresh lowering cache (first "
+                    "and next sweep) instead of a leg")
     args = ap.parse_args()
 
     work = args.out or Path(tempfile.mkdtemp(prefix="bench-releases-"))
     work.mkdir(parents=True, exist_ok=True)
+    if args.sweep:
+        print(f"bench_releases: {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}, "
+              f"{time.strftime('%Y-%m-%d %H:%M')}; nox -s releases -- {' '.join(args.sweep)}")
+        result = sweep(args.sweep, work)
+        (work / "sweep.json").write_text(json.dumps(result, indent=1) + "\n")
+        print(f"-> {work / 'sweep.json'}")
+        return
     print(f"bench_releases: {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}, "
           f"{time.strftime('%Y-%m-%d %H:%M')}; cases {' '.join(args.cases)}; -j {args.jobs}")
     result: dict = {"cases": args.cases, "jobs": args.jobs, "label": args.label}
