@@ -33,4 +33,14 @@ def quiet():
 with quiet():
     import torch  # noqa: F401
 
+    from harness.runtimes import load as _runtime
     from harness.stages import cell  # noqa: F401
+
+    # The runtime's extension, which every executing worker loads first: a wheel without the
+    # bare ``_C`` module (1.3.1, 1.4.1) loads it through portable_lib, which imports
+    # executorch.exir, seconds that every fresh process of a run's alone re-runs paid itself
+    # (a warm 1.3.1 leg's ~450 of them ran at 0.6 a second instead of 2.6)
+    try:
+        _runtime.pybindings()
+    except ImportError:  # no ExecuTorch runtime here: a worker says so itself
+        pass
