@@ -33,6 +33,11 @@ served 275/276: 157.3 s (2.94x / 2.23x), statuses 276/276 equal. Plug-in builds 
 seeded from the stock tree 18.1-39.9 s, patched cold 203.6-932.4 s, stock cold 194.3 s (1.5.1)
 and 676.9 s (1.4.1). docs/performance.md ("The release sweep") has the table.
 
+Measured 2026-12-07 later (quiet, load 2-4), the whole sweep (what --sweep runs):
+`nox -s releases -- 1.3.1 1.5.1` on an empty lowering cache 1022 s (legs 427.7 s / 2907 cells
+and 481.6 s / 3933 cells), again on that cache 340 s (101.6 s, 120.1 s; 2797 and 3832 cells
+served): 3.0x, both under the 30-minute target. The 12-case leg: cold 63.3 s, warm 23.6 s.
+
 Usage:
   python benchmarks/bench_releases.py [--cases F.json ...] [--jobs 2] [--python PY]
                                       [--label 1.5.1] [--out DIR] [--skip-leg]
