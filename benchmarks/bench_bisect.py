@@ -30,6 +30,10 @@ the 5 min target. In the Vulkan bisect of #20190 (32 commits, 5 steps + 2 ends) 
 rebuilds were 5.8-50.2 s; the first end, two months away from the tree's last commit, 231.8 s;
 jumps of months (cff6f4dd32 <-> 2026-05/06, ~110-130 of the ~150 objects) 180-237 s; a cold build
 here is ~11 min.
+multi, measured 2026-12-07 (quiet, load 1.0; --runs at 8faf57dba273 and 5c9cd9161d74, 16
+commits, 3 cells that flip together): --run-diff 6 evaluated commits in 85.5 s, one bisect per
+cell 18 in 270.2 s: 3.0x the commits, 3.16x the wall time, same first commit 3/3.
+
 Usage:
   python benchmarks/bench_bisect.py steps [--sizes 16 100 758]
   python benchmarks/bench_bisect.py python --source ET_GIT [--commit SHA]
