@@ -161,3 +161,40 @@ def test_cells_that_failed_for_two_reasons_are_two_flips():
                                         "component_old", "component_new"])
     flips = bisect_flips.group(table)
     assert [(f.cells, f.component) for f in flips] == [(["a", "b"], "harness"), (["c"], "harness")]
+
+
+def test_cells_that_flip_for_one_commit_are_one_line():
+    """The stock lane and a fix lane whose fixes change nothing there flip alike, and cells that
+    failed for two reasons are two flips: bisected apart, but where their first commit is one
+    commit (same direction) the table has one line with every cell, lane and change; a flip
+    with another commit, or none, is a line of its own."""
+    from harness.run.bisect_flips import Flip, by_commit, table_lines
+
+    fix = {"commit": "9" * 40, "subject": "Infer conv dims (#21588)", "pr": 21588}
+    flips = [Flip("xnnpack", "", "LOWER_ERROR", "NO_RUNTIME", "harness", "changed", ["a", "b"],
+                  "fix", fix, folder="flip-1"),
+             Flip("xnnpack", "fx", "LOWER_ERROR", "NO_RUNTIME", "harness", "changed",
+                  ["a", "b"], "fix", fix, folder="flip-2"),
+             Flip("xnnpack", "", "LOWER_ERROR", "PASS", "harness", "changed", ["c"], "fix", fix,
+                  folder="flip-3"),
+             Flip("vulkan", "", "PASS", "MISMATCH", "delegate", "regressed", ["d"],
+                  "regression", {"commit": "7" * 40, "subject": "Route conv", "pr": 20190},
+                  folder="flip-4"),
+             Flip("vulkan", "", "PASS", "CRASH", "delegate", "regressed", ["e"], "regression",
+                  None, error="cannot evaluate the good end", folder="flip-5")]
+    lines = by_commit(flips)
+    assert [line.flips for line in lines] == [["flip-1", "flip-2", "flip-3"], ["flip-4"],
+                                              ["flip-5"]]
+    first = lines[0]
+    assert first.cells == ["a", "b", "c"] and first.lanes == ["xnnpack", "xnnpack+fx"]
+    assert first.changes == ["LOWER_ERROR -> NO_RUNTIME", "LOWER_ERROR -> PASS"]
+    assert first.line == ("a (+2 more) [xnnpack, xnnpack+fx] LOWER_ERROR -> NO_RUNTIME; "
+                          "LOWER_ERROR -> PASS: 999999999999 Infer conv dims (#21588), fix")
+    assert lines[1].line == flips[3].line() and "(#20190)" in lines[1].line
+    assert lines[2].line.endswith("not bisected (cannot evaluate the good end)")
+    summary = {"old_run": {"label": "A"}, "new_run": {"label": "B"}, "cells": 7,
+               "flips": [{"cells": f.cells, "line": f.line()} for f in flips],
+               "commits": [{"line": line.line} for line in lines]}
+    table = table_lines(summary)
+    assert table[0] == "A -> B: 7 flipped cells, 5 flips, 3 lines"
+    assert table[1:] == [f"  {line.line}" for line in lines]

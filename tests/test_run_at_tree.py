@@ -402,3 +402,14 @@ def test_the_report_names_the_tree_and_shows_the_flips_on_top(tmp_path):
     top = html[html.index('id="commit-flips"'):html.index('id="summary"')]
     assert "Flips since executorch e2f18eb23c45 over 1.5.1" in top
     assert "(+1 more)" in top and "<code>ffffffffffff</code> Fix conv (#20734)" in top
+    # bisect --run-diff's table: cells that flip for one commit are one line, lanes together
+    line = {**flip, "cells": [case.case_id, "b", "c"], "lanes": ["xnnpack", "xnnpack+fx"],
+            "changes": ["NOT_DELEGATED -> NO_RUNTIME", "NOT_DELEGATED -> PASS"]}
+    (tmp_path / "flips.json").write_text(json.dumps(
+        {"old_run": {"label": "executorch e2f18eb23c45 over 1.5.1"}, "flips": [flip, flip],
+         "commits": [line]}))
+    html = report.write(tmp_path).read_text()
+    top = html[html.index('id="commit-flips"'):html.index('id="summary"')]
+    assert top.count('<tr class="flip">') == 1 and "(+2 more)" in top
+    assert "xnnpack, xnnpack+fx" in top
+    assert "NOT_DELEGATED &rarr; NO_RUNTIME; NOT_DELEGATED &rarr; PASS" in top

@@ -80,8 +80,10 @@ class Flip:
 
     def line(self) -> str:
         """'case (+N more) lane OLD -> NEW: first commit SHA subject (#PR), regression'."""
-        cells = self.cells[0] + (f" (+{len(self.cells) - 1} more)" if len(self.cells) > 1 else "")
-        head = f"{cells} [{self.lane}] {self.old} -> {self.new}"
+        return f"{cell_list(self.cells)} [{self.lane}] {self.old} -> {self.new}{self.outcome()}"
+
+    def outcome(self) -> str:
+        """': first commit SHA subject (#PR), regression' (or why there is none)."""
         where = ""
         if self.side == "old":  # the old end's own branch did it; the new end never had it
             where = (f" on the old end's branch (merge base {self.bisected[:12]} already "
@@ -92,12 +94,52 @@ class Flip:
             c = self.first_commit
             pr = f" (#{c['pr']})" if c.get("pr") and f"(#{c['pr']})" not in c["subject"] else ""
             sure = f" [{self.confirmed}]" if self.confirmed.startswith("not") else ""
-            return f"{head}: {c['commit'][:12]} {c['subject']}{pr}, {self.direction}{where}{sure}"
+            return f": {c['commit'][:12]} {c['subject']}{pr}, {self.direction}{where}{sure}"
         if self.range:
-            return (f"{head}: one of {len(self.range)} commits (skips leave a range: "
+            return (f": one of {len(self.range)} commits (skips leave a range: "
                     f"{', '.join(r['commit'][:12] for r in self.range[:4])}), "
                     f"{self.direction}{where}")
-        return f"{head}: not bisected ({self.error})"
+        return f": not bisected ({self.error})"
+
+
+def cell_list(cells: list) -> str:
+    return cells[0] + (f" (+{len(cells) - 1} more)" if len(cells) > 1 else "")
+
+
+@dataclass
+class CommitLine:
+    """A line of the table: every flip whose first commit is one commit (the same direction, on
+    the same branch) with its cells together, whatever lane or statuses they flipped in (the
+    stock lane and a fix lane whose fixes change nothing there flip alike); a flip with no
+    first commit is a line of its own."""
+    cells: list
+    lanes: list
+    changes: list                 # "OLD -> NEW" of its flips, in their order
+    first_commit: dict | None
+    direction: str
+    range: list
+    error: str
+    flips: list                   # the flips' folders (flip-K)
+    line: str
+
+
+def by_commit(flips: list[Flip]) -> list[CommitLine]:
+    """The flips -> the table's lines, in the flips' order (largest first)."""
+    merged: dict = {}
+    for k, f in enumerate(flips):
+        key = (f.first_commit["commit"], f.direction, f.side) if f.first_commit else k
+        merged.setdefault(key, []).append(f)
+    lines = []
+    for group in merged.values():
+        cells = list(dict.fromkeys(c for f in group for c in f.cells))
+        lanes = list(dict.fromkeys(f.lane for f in group))
+        changes = list(dict.fromkeys(f"{f.old} -> {f.new}" for f in group))
+        head = f"{cell_list(cells)} [{', '.join(lanes)}] {'; '.join(changes)}"
+        first = group[0]
+        lines.append(CommitLine(cells, lanes, changes, first.first_commit, first.direction,
+                                first.range, first.error, [f.folder for f in group],
+                                head + first.outcome()))
+    return lines
 
 
 def commit_of(run: Path) -> dict:
@@ -280,6 +322,8 @@ def run(old_run: Path, new_run: Path, source: Path, out: Path, cache: str | None
         "backend": backend or None,  # only this backend's flips (--backend)
         "merge_base": base or None, "old_side_commits": repo.count(bad, good) if base else 0,
         "flips": [{**asdict(f), "lane": f.lane, "line": f.line()} for f in flips],
+        # the table: cells that flip for one commit are one line (lanes and statuses together)
+        "commits": [asdict(line) for line in by_commit(flips)],
         "cells": sum(len(f.cells) for f in flips),
         "evaluated_steps": sum(f.steps for f in flips),
         "distinct_commits_evaluated": len(evaluated),
@@ -319,8 +363,10 @@ def confirm(ev, repo: Repo, result: dict, log) -> str:
 
 
 def table_lines(summary: dict) -> list[str]:
-    """The console's table: one line per flip (cells that flip for one commit are one line)."""
+    """The console's table: cells that flip for one commit are one line (``by_commit``)."""
+    rows = summary.get("commits") or summary["flips"]
     lines = [f"{summary['old_run']['label']} -> {summary['new_run']['label']}: "
-             f"{summary['cells']} flipped cells, {len(summary['flips'])} flips"]
-    lines += [f"  {f['line']}" for f in summary["flips"]]
+             f"{summary['cells']} flipped cells, {len(summary['flips'])} flips, "
+             f"{len(rows)} line{'' if len(rows) == 1 else 's'}"]
+    lines += [f"  {r['line']}" for r in rows]
     return lines
