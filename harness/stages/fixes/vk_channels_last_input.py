@@ -42,11 +42,10 @@ from __future__ import annotations
 import torch
 
 from harness.stages.fixes import register
-from harness.stages.fixes.base import Fix, any_node
 from harness.stages.fixes.vk_util import (KEPT_META, ProgramPass, dim_order, edge_ops, finish,
                                           graph_fake_mode, is_contiguous, is_contiguous_order,
                                           program_pass_problem, recompute,
-                                          recompute_downstream, vulkan_partitioner_declines)
+                                          recompute_downstream, PartitionerRule)
 
 ADDED = "convconf_vk_channels_last_input"  # meta key of the copies this pass adds
 
@@ -156,12 +155,11 @@ def _changes_dim_order(node) -> bool:
 
 def decline_dim_order_changes():
     """While one cell is lowered: the Vulkan partitioner declines a dim-order-changing copy."""
-    return vulkan_partitioner_declines(
-        _changes_dim_order, "copy changes the dim order (the runtime ignores dim orders)")
+    return VkChannelsLastInput().patch()
 
 
 @register
-class VkChannelsLastInput(Fix):
+class VkChannelsLastInput(PartitionerRule):
     name = "vk-channels-last-input"
     backends = ("vulkan",)
     runs_after = ("vk-channels-last-weight",)  # it makes the weights contiguous first
@@ -181,8 +179,7 @@ class VkChannelsLastInput(Fix):
     def transform_passes(self) -> list:
         return [ChannelsLastInputToContiguousPass()]
 
-    def patch(self):
-        return decline_dim_order_changes()
+    reason = "copy changes the dim order (the runtime ignores dim orders)"
 
-    def patch_acts_on(self, edge_manager) -> bool:
-        return any_node(edge_manager, _changes_dim_order)
+    def declines(self, node) -> bool:
+        return _changes_dim_order(node)

@@ -22,8 +22,8 @@ Not reported upstream as of 2026-12-07.
 from __future__ import annotations
 
 from harness.stages.fixes import register
-from harness.stages.fixes.base import Fix, any_node, is_call
-from harness.stages.fixes.vk_util import DILATION, TRANSPOSED, vulkan_partitioner_declines
+from harness.stages.fixes.base import is_call
+from harness.stages.fixes.vk_util import DILATION, TRANSPOSED, PartitionerRule
 
 REASON = "transposed conv with dilation > 1 (Convolution.cpp check_conv2d_params refuses it)"
 
@@ -38,7 +38,7 @@ def dilated_transposed_conv(node) -> bool:
 
 
 @register
-class VkTconvDilation(Fix):
+class VkTconvDilation(PartitionerRule):
     name = "vk-tconv-dilation"
     backends = ("vulkan",)
     summary = ("a transposed conv with dilation > 1: the Vulkan partitioner declines it (the "
@@ -51,8 +51,7 @@ class VkTconvDilation(Fix):
                 "dilation-1 transposed and dilated forward convs no-op; "
                 "tests/test_vulkan_graph_fixes.py")
 
-    def patch(self):
-        return vulkan_partitioner_declines(dilated_transposed_conv, REASON)
+    reason = REASON
 
-    def patch_acts_on(self, edge_manager) -> bool:
-        return any_node(edge_manager, dilated_transposed_conv)
+    def declines(self, node) -> bool:
+        return dilated_transposed_conv(node)

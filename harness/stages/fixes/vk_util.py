@@ -13,8 +13,8 @@ import contextlib
 
 import torch
 
-from harness.stages.fixes.base import (check_same_shape, fake_val, is_call,  # noqa: F401
-                                       pass_result, set_conv_args, static_sizes, val)
+from harness.stages.fixes.base import (Fix, any_node, check_same_shape, fake_val,  # noqa: F401
+                                       is_call, pass_result, set_conv_args, static_sizes, val)
 
 try:  # executorch >= 1.4.1: to_edge_transform_and_lower also runs passes given the whole program
     from executorch.exir.pass_base import ExportedProgramPassBase as ProgramPass
@@ -259,3 +259,20 @@ def vulkan_partitioner_declines(declines, reason: str):
         yield
     finally:
         cls._is_node_supported = original
+
+
+class PartitionerRule(Fix):
+    """A fix whose patch is a partitioner rule: while a cell is lowered the Vulkan partitioner
+    also declines every node ``declines`` holds for (``vulkan_partitioner_declines``, logging
+    ``reason``). A program none of whose nodes it declines lowers byte for byte as without it
+    (``patch_acts_on``: such a lane reuses that program, prepare.py)."""
+    reason: str = ""
+
+    def declines(self, node) -> bool:
+        raise NotImplementedError
+
+    def patch(self):
+        return vulkan_partitioner_declines(self.declines, self.reason)
+
+    def patch_acts_on(self, edge_manager) -> bool:
+        return any_node(edge_manager, self.declines)
