@@ -152,12 +152,8 @@ def releases(session):
                         f"its leg runs in this environment (no venv)")
         else:
             _make_venv(session, release, pairs[release])
-        # The Vulkan plug-in for this release (a cache hit after the first time). Where it cannot
-        # be built the lane is NO_RUNTIME in that release's run; the reason is kept beside it.
-        said = session.run(python, "-m", "harness", "runtime", "build", "vulkan", silent=True,
-                           success_codes=[0, 1, 2]) or ""
+        said = _release_runtime(session, python, release)
         lines = [ln for ln in said.splitlines() if ln.strip()]
-        (root / f"{release}-vulkan-runtime.txt").write_text(said)
         session.log(f"executorch {release} Vulkan runtime: {lines[-1] if lines else '?'}")
         out = root / release
         session.run(python, "-m", "harness", "run", "--out", str(out), "--overwrite",
@@ -255,14 +251,21 @@ def _make_venv(session, release: str, torch: str) -> str:
     return python
 
 
+def _release_runtime(session, python: str, release: str) -> str:
+    """The release's Vulkan plug-in (a cache hit after the first time) -> what the build said,
+    kept in runs/releases/RELEASE-vulkan-runtime.txt. Where it cannot be built the lane is
+    NO_RUNTIME in that release's run; the reason is kept there."""
+    said = session.run(python, "-m", "harness", "runtime", "build", "vulkan", silent=True,
+                       success_codes=[0, 1, 2]) or ""
+    (Path("runs/releases") / f"{release}-vulkan-runtime.txt").write_text(said)
+    return said
+
+
 def _release_venv(session, release: str, torch: str) -> str:
     """runs/releases/venv-RELEASE as the ``releases`` session makes it (kept: made once), and the
     release's Vulkan plug-in (a cache hit after the first time); -> its python."""
-    venv = Path("runs/releases") / f"venv-{release}"
     python = _make_venv(session, release, torch)
-    said = session.run(python, "-m", "harness", "runtime", "build", "vulkan", silent=True,
-                       success_codes=[0, 1, 2]) or ""
-    (venv.parent / f"{release}-vulkan-runtime.txt").write_text(said)
+    _release_runtime(session, python, release)
     return python
 
 

@@ -410,8 +410,12 @@ class _Run:
             else:
                 task = CaseTask(case, tuple(case_lanes), self.config.cache_dir)
                 self.pending[self.lowering.submit(prepare_work, task)] = task
-        if not any(isinstance(t, CaseTask) for t in self.pending.values()):
+        if self.lowered_all():
             self.executing.finish()  # every case came from the cache: no cell is to come
+
+    def lowered_all(self) -> bool:
+        """Whether no case is being lowered any more (so no cell is to come)."""
+        return not any(isinstance(t, CaseTask) for t in self.pending.values())
 
     def drain(self) -> None:
         """Until nothing is pending: each finished case handed over, each finished cell
@@ -431,7 +435,7 @@ class _Run:
     def case_done(self, task: CaseTask, future) -> None:
         prepared, death = self.lowering.outcome(future)
         self.prepared_cases += 1
-        if not any(isinstance(t, CaseTask) for t in self.pending.values()):
+        if self.lowered_all():
             # the last case is lowered: its workers (torch and the lowering stack, ~240 MiB
             # PSS each) leave before the run's execution tail, and no cell is to come
             self.lowering.close()
